@@ -1,0 +1,35 @@
+# pabench: regenerate the figures and tables of the Posterior Agreement papers.
+#   snakemake --cores all                                   # default (quick) scale
+#   snakemake --cores all --configfile workflow/config/test.yaml
+#   snakemake --cores all figures/pa/fig01.pdf              # one figure
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+from pabench import config as pabench_config
+
+min_version("8.0")
+
+
+configfile: "config.yaml"
+
+
+SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+try:
+    pabench_config.check(config, SCHEMA)
+except pabench_config.ConfigError as err:
+    # Report the offending keys plainly and stop before any job is planned.
+    sys.exit(f"pabench: {err}")
+validate(config, SCHEMA)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/toy.smk"
+
+
+rule all:
+    input:
+        figure_files("pa", "fig01"),
+        figure_files("pa", "fig02"),
+    default_target: True

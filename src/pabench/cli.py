@@ -1,0 +1,96 @@
+"""The `pabench` command.
+
+    pabench pa A B [--solver exact|adam] [--inputs logits|log_probs|probs]   # prints JSON
+    pabench check-config [config.yaml workflow/config/test.yaml ...]
+    pabench wandb-runs [data/wandb]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from . import __version__
+
+
+def _json_number(x):
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, list):
+        return [_json_number(v) for v in x]
+    return x
+
+
+def cmd_pa(args) -> int:
+    from .io import load_array
+    from .metrics import afr_pred, posterior_agreement
+
+    a = load_array(args.a, args.key)
+    b = load_array(args.b, args.key)
+    res = posterior_agreement(a, b, solver=args.solver, inputs=args.inputs, epochs=args.epochs,
+                              seed=args.seed, progress=args.progress)
+    out = {k: _json_number(v) for k, v in res.summary().items()}
+    if a.ndim == 2:
+        out["afr_pred"] = afr_pred(a, b)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def cmd_check_config(args) -> int:
+    from . import config
+
+    files = args.files or ["config.yaml"]
+    config.check(config.load(files), args.schema)
+    print(f"ok: {' + '.join(files)} is a valid configuration")
+    return 0
+
+
+def cmd_wandb_runs(args) -> int:
+    from .tracking import offline_runs
+
+    for run in offline_runs(args.dir):
+        print(json.dumps({k: run.get(k) for k in ("name", "group", "job_type", "metrics")},
+                         default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pabench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"pabench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    pa = sub.add_parser("pa", help="posterior agreement between two score files")
+    pa.add_argument("a", help="scores on X' (.npy, .npz or .pt; shape (N, K) or (P, N, K))")
+    pa.add_argument("b", help="scores on X'' (same shape)")
+    pa.add_argument("--solver", choices=["exact", "adam"], default="exact")
+    pa.add_argument("--inputs", choices=["logits", "log_probs", "probs"], default="logits")
+    pa.add_argument("--key", help="array name inside .npz / .pt files")
+    pa.add_argument("--epochs", type=int, default=500, help="adam solver epochs (default 500)")
+    pa.add_argument("--seed", type=int, default=0, help="adam solver minibatch seed")
+    pa.add_argument("--progress", action="store_true", help="progress bar for the adam solver")
+    pa.set_defaults(func=cmd_pa)
+
+    cc = sub.add_parser("check-config", help="validate configuration files (merged in order)")
+    cc.add_argument("files", nargs="*")
+    cc.add_argument("--schema", default="workflow/schemas/config.schema.yaml")
+    cc.set_defaults(func=cmd_check_config)
+
+    wr = sub.add_parser("wandb-runs", help="list the offline W&B runs under a directory")
+    wr.add_argument("dir", nargs="?", default="data/wandb")
+    wr.set_defaults(func=cmd_wandb_runs)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, OSError) as err:
+        print(f"pabench: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Workflow configuration: merging scale overlays and checking them against the JSON schema."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+REPO_SCHEMA = Path("workflow/schemas/config.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """The configuration breaks the schema; the message names every offending key."""
+
+
+def merge(base: dict, overlay: dict) -> dict:
+    """Recursive dict update, as Snakemake applies --configfile overlays."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load(paths) -> dict:
+    """The merged configuration of several YAML files (later files override earlier ones)."""
+    config: dict = {}
+    for path in paths:
+        with open(path) as fh:
+            data = yaml.safe_load(fh) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping, found {type(data).__name__}")
+        config = merge(config, data)
+    return config
+
+
+def _key(path) -> str:
+    return ".".join(str(p) for p in path) or "<top level>"
+
+
+def _describe(err: jsonschema.ValidationError) -> str:
+    where = _key(err.absolute_path)
+    if err.validator == "additionalProperties":
+        extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+        prefix = f"{where}." if err.absolute_path else ""
+        known = ", ".join(sorted(err.schema.get("properties", {})))
+        return "; ".join(f"unknown key '{prefix}{k}' (known here: {known})" for k in extra)
+    if err.validator == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        prefix = f"{where}." if err.absolute_path else ""
+        return f"missing key '{prefix}{missing}'"
+    return f"key '{where}': {err.message}"
+
+
+def check(config: dict, schema_path=REPO_SCHEMA) -> None:
+    """Raise ConfigError naming every key that breaks the schema."""
+    with open(schema_path) as fh:
+        schema = yaml.safe_load(fh)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [_describe(e) for e in errors]
+        raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(lines))

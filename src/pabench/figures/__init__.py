@@ -1,0 +1,1 @@
+"""Figure rendering: one module per figure family, all sharing `common`."""

@@ -1,0 +1,77 @@
+"""Files in and out: atomic writes, and safe loading of score arrays."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside `path`; it replaces `path` only if the block succeeds,
+    so a killed job never leaves a file that looks complete."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=True) + "\n")
+
+
+def write_csv(path, frame) -> None:
+    """Write a DataFrame as CSV with a fixed float format (repeatable bytes)."""
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.10g")
+
+
+def load_array(path, key: str | None = None) -> np.ndarray:
+    """A numeric array from .npy, .npz (the only array, or `key`) or .pt (a tensor, loaded with
+    weights_only=True so that no pickled code can run)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                names = list(z.keys())
+                if key is None:
+                    if len(names) != 1:
+                        raise ValueError(f"{path}: holds arrays {names}; name one with a key")
+                    key = names[0]
+                if key not in names:
+                    raise ValueError(f"{path}: no array {key!r} (has {names})")
+                return z[key]
+        if suffix == ".pt":
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+            if isinstance(obj, dict) and key is not None:
+                obj = obj[key]
+            if not isinstance(obj, torch.Tensor):
+                raise ValueError(f"{path}: expected a tensor, found {type(obj).__name__}")
+            return obj.detach().cpu().numpy()
+    except (OSError, EOFError, RuntimeError, ValueError, KeyError, pickle.UnpicklingError) as err:
+        if isinstance(err, ValueError) and str(err).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: cannot be read as a {suffix} array ({err})") from None
+    raise ValueError(f"{path}: unsupported file type {suffix!r} (use .npy, .npz or .pt)")

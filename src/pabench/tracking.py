@@ -1,0 +1,204 @@
+"""Weights & Biases tracking: one run per workflow job, never able to fail the job.
+
+Modes: "offline" (default: run directories under the configured dir, no account needed; sync
+later with `wandb sync`), "online" (needs WANDB_API_KEY in the environment or a `wandb login`;
+without credentials it falls back to offline with one warning) and "disabled".
+The API key is only ever read by wandb itself from the environment or ~/.netrc.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import netrc
+import os
+import re
+import struct
+import warnings
+from pathlib import Path
+
+MODES = ("offline", "online", "disabled")
+# Files above this size are logged as references (path + checksum), not copied.
+COPY_LIMIT = 50 * 2**20
+
+
+log = logging.getLogger("pabench.tracking")
+
+
+def _warn(msg: str) -> None:
+    log.warning("W&B: %s", msg)
+
+
+def has_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1]
+        return netrc.netrc().authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def artifact_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "output"
+
+
+class Tracker:
+    """A W&B run for one job.  Every method swallows W&B errors (with a warning)."""
+
+    def __init__(self, *, mode: str = "offline", project: str = "pabench", entity: str | None = None,
+                 directory: str = "data/wandb", group: str | None = None, job_type: str | None = None,
+                 name: str | None = None, config: dict | None = None, tags: list[str] | None = None):
+        self.run = None
+        self.mode = mode
+        if mode not in MODES:
+            _warn(f"unknown mode {mode!r}; tracking disabled")
+            self.mode = "disabled"
+        if self.mode == "online" and not has_credentials():
+            _warn("mode 'online' but no credentials (set WANDB_API_KEY or run `wandb login`); "
+                  "logging offline instead, sync later with `wandb sync`")
+            self.mode = "offline"
+        if self.mode == "disabled":
+            return
+        try:
+            root = Path(directory).resolve()
+            root.mkdir(parents=True, exist_ok=True)
+            # Keep wandb's staging, cache and settings inside the run directory root.
+            for var, sub in (("WANDB_DATA_DIR", "data"), ("WANDB_CACHE_DIR", "cache"),
+                             ("WANDB_CONFIG_DIR", "config"), ("WANDB_ARTIFACT_DIR", "artifacts")):
+                os.environ.setdefault(var, str(root / sub))
+            import wandb
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.run = wandb.init(
+                    project=project, entity=entity, group=group, job_type=job_type, name=name,
+                    config=config or {}, tags=tags, dir=str(root), mode=self.mode,
+                    settings=wandb.Settings(console="off", silent=True, x_disable_stats=True,
+                                            init_timeout=120),
+                )
+        except Exception as err:  # noqa: BLE001 - tracking must never fail a job
+            _warn(f"could not start a run ({type(err).__name__}: {err}); continuing without W&B")
+            self.run = None
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None
+
+    def _guard(self, what: str, fn) -> None:
+        if self.run is None:
+            return
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001
+            _warn(f"{what} failed ({type(err).__name__}: {err})")
+
+    def log(self, metrics: dict) -> None:
+        """Log scalar metrics (also kept in the run summary)."""
+        self._guard("log", lambda: self.run.log(dict(metrics)))
+
+    def log_table(self, key: str, frame) -> None:
+        import wandb
+        self._guard(f"table {key}", lambda: self.run.log({key: wandb.Table(dataframe=frame)}))
+
+    def log_image(self, key: str, path) -> None:
+        import wandb
+        self._guard(f"image {key}", lambda: self.run.log({key: wandb.Image(str(path))}))
+
+    def log_artifact(self, name: str, kind: str, paths) -> None:
+        import wandb
+
+        def log():
+            art = wandb.Artifact(artifact_name(name), type=kind)
+            for path in map(Path, paths):
+                if path.is_dir():
+                    art.add_reference(path.resolve().as_uri(), name=path.name)
+                elif path.stat().st_size > COPY_LIMIT:
+                    art.add_reference(path.resolve().as_uri(), name=path.name)
+                else:
+                    art.add_file(str(path), name=path.name)
+            self.run.log_artifact(art)
+        self._guard(f"artifact {name}", log)
+
+    def finish(self, exit_code: int = 0) -> None:
+        self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
+        self.run = None
+
+
+# ---------------------------------------------------------------- reading offline runs back
+_BLOCK = 32768
+_HEADER = 7  # checksum (4), length (2), type (1)
+
+
+def _records(path: Path):
+    """Raw protobuf payloads of a .wandb file (W&B's variant of the LevelDB log format)."""
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ValueError(f"{path}: not a W&B transaction log")
+    pos, pending = 7, b""
+    while pos + _HEADER <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < _HEADER:
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + _HEADER])
+        pos += _HEADER
+        chunk = data[pos:pos + length]
+        pos += length
+        if kind == 0 and length == 0:  # zero padding
+            continue
+        if kind == 1:
+            yield chunk
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            yield pending + chunk
+            pending = b""
+
+
+def read_offline_run(run_dir) -> dict:
+    """What an offline run directory holds: run info, config, logged metrics (last value per
+    key), media keys, and artifacts.  Used by the tests and `pabench wandb-runs`."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    run_dir = Path(run_dir)
+    files = list(run_dir.glob("*.wandb"))
+    if not files:
+        raise FileNotFoundError(f"{run_dir}: no .wandb file")
+    out = {"dir": str(run_dir), "config": {}, "metrics": {}, "media": {}, "artifacts": []}
+    for payload in _records(files[0]):
+        rec = pb.Record()
+        rec.ParseFromString(payload)
+        kind = rec.WhichOneof("record_type")
+        if kind == "run":
+            out.update(project=rec.run.project, group=rec.run.run_group, job_type=rec.run.job_type,
+                       name=rec.run.display_name, tags=list(rec.run.tags))
+            for item in rec.run.config.update:
+                out["config"][item.key] = json.loads(item.value_json)
+        elif kind == "config":
+            for item in rec.config.update:
+                out["config"][item.key] = json.loads(item.value_json)
+        elif kind == "history":
+            for item in rec.history.item:
+                key = item.key or "/".join(item.nested_key)
+                if not key.startswith("_"):
+                    out["metrics"][key] = json.loads(item.value_json)
+        elif kind == "artifact":
+            out["artifacts"].append({"name": rec.artifact.name, "type": rec.artifact.type,
+                                     "files": [m.path for m in rec.artifact.manifest.contents]})
+    out["config"].pop("_wandb", None)  # wandb's own bookkeeping
+    # Media (tables, images) arrive flattened as "<key>/_type", "<key>/path", ...
+    for key in [k for k in out["metrics"] if k.endswith("/_type")]:
+        out["media"][key[:-len("/_type")]] = out["metrics"][key]
+    out["metrics"] = {k: v for k, v in out["metrics"].items()
+                      if k.split("/")[0] not in out["media"] and not isinstance(v, dict)}
+    out["config"] = {k: (v["value"] if isinstance(v, dict) and set(v) == {"value"} else v)
+                     for k, v in out["config"].items()}
+    return out
+
+
+def offline_runs(directory) -> list[dict]:
+    """Every offline run under a W&B directory, oldest first."""
+    root = Path(directory) / "wandb"
+    return [read_offline_run(d) for d in sorted(root.glob("offline-run-*"))]

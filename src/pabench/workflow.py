@@ -1,0 +1,76 @@
+"""The bridge between a Snakemake `script:` and the package: logging and one W&B run per job.
+
+    with job(snakemake) as run:     # in workflow/scripts/<rule>.py
+        ...compute, write outputs atomically...
+        run.log({...}); run.log_table("table", frame)
+
+On success the job's outputs are logged to W&B as an artifact; on failure the run is marked
+failed and the exception propagates, so Snakemake removes the outputs.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from .tracking import Tracker
+
+log = logging.getLogger("pabench")
+
+
+def setup_logging(logfile=None) -> None:
+    """Log to stderr and, when given, to the job's log file."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if logfile:
+        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(logfile, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        handlers=handlers, force=True)
+
+
+def _plain(value):
+    """Snakemake params as plain JSON-able values for the W&B config."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def run_name(rule: str, wildcards: dict) -> str:
+    return "-".join([rule, *(f"{k}={v}" for k, v in wildcards.items())])
+
+
+@contextmanager
+def job(smk, experiment: str | None = None):
+    """Set up logging and a W&B run for the Snakemake job `smk` (the `snakemake` object)."""
+    setup_logging(smk.log[0] if len(smk.log) else None)
+    params = {k: _plain(v) for k, v in smk.params.items()}
+    wildcards = {k: str(v) for k, v in smk.wildcards.items()}
+    group = experiment or params.get("experiment") or smk.rule
+    wb = smk.config.get("wandb", {})
+    tracker = Tracker(mode=wb.get("mode", "offline"), project=wb.get("project", "pabench"),
+                      entity=wb.get("entity"), directory=wb.get("dir", "data/wandb"),
+                      group=group, job_type=smk.rule, name=run_name(smk.rule, wildcards),
+                      config={**params, **wildcards, "scale": smk.config.get("scale")},
+                      tags=[str(smk.config.get("scale"))])
+    log.info("job %s (%s) started", run_name(smk.rule, wildcards), group)
+    try:
+        yield tracker
+    except BaseException:
+        log.exception("job %s failed", smk.rule)
+        tracker.finish(exit_code=1)
+        raise
+    outputs = [Path(p) for p in smk.output]
+    tracker.log_artifact(run_name(smk.rule, wildcards), _artifact_type(smk.rule), outputs)
+    tracker.finish()
+    log.info("job %s done", smk.rule)
+
+
+def _artifact_type(rule: str) -> str:
+    if rule.startswith(("fig", "table")):
+        return "figure"
+    return "result"

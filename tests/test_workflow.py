@@ -1,0 +1,122 @@
+"""The Snakemake workflow, run for real at test scale, and its W&B runs read back."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import run_snakemake
+from pabench.tracking import offline_runs
+
+TEST = ("--configfile", "workflow/config/test.yaml")
+SECRET = "pabench-fake-api-key-0123456789abcdef"
+FIGURES = [f"figures/pa/{name}{ext}" for name in ("fig01", "fig02") for ext in (".pdf", ".png", ".csv")]
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """One test-scale run of the default target, with a fake W&B key in the environment."""
+    from conftest import REPO, WORKFLOW_FILES
+    import shutil
+
+    root = tmp_path_factory.mktemp("wf")
+    for name in WORKFLOW_FILES:
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
+    proc = run_snakemake(root, "--cores", "2", *TEST, env={"WANDB_API_KEY": SECRET})
+    return root, proc
+
+
+def test_every_figure_is_built(ran):
+    root, _ = ran
+    for rel in FIGURES:
+        path = root / rel
+        assert path.is_file() and path.stat().st_size > 0, rel
+    assert (root / "figures/pa/fig01.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (root / "figures/pa/fig01.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_figure_csv_holds_the_plotted_numbers(ran):
+    root, _ = ran
+    fig01 = pd.read_csv(root / "figures/pa/fig01.csv")
+    table = pd.read_csv(root / "data/results/toy/bernoulli.csv")
+    exact = table[table.solver == "exact"].groupby(["classifier", "p"]).pa.mean()
+    plotted = fig01[(fig01.panel == "pa") & (fig01.solver == "exact")].set_index(["classifier", "p"])["mean"]
+    pd.testing.assert_series_equal(plotted.sort_index(), exact.sort_index(), check_names=False)
+
+
+def test_each_job_logged_its_own_metrics_to_wandb(ran):
+    root, _ = ran
+    runs = {r["job_type"]: r for r in offline_runs(root / "data/wandb")}
+    assert set(runs) == {"toy_bernoulli", "toy_gaussian", "fig01", "fig02"}
+    for job_type, run in runs.items():
+        assert run["group"] == "toy" and run["project"] == "pabench"
+        assert run["name"] == job_type and run["config"]["scale"] == "test"
+        assert run["artifacts"], f"{job_type}: outputs not logged as an artifact"
+
+    gauss = pd.read_csv(root / "data/results/toy/gaussian.csv")
+    assert runs["toy_gaussian"]["metrics"]["beta_star"] == pytest.approx(gauss.beta_star.iloc[0], rel=1e-9)
+    assert runs["toy_gaussian"]["config"]["settings"]["n_observations"] == 20
+
+    bern = pd.read_csv(root / "data/results/toy/bernoulli.csv")
+    random_exact = bern[(bern.classifier == "random") & (bern.solver == "exact")].pa.mean()
+    assert runs["toy_bernoulli"]["metrics"]["random/exact/mean_pa"] == pytest.approx(random_exact, rel=1e-9)
+    assert runs["toy_bernoulli"]["media"]["bernoulli"] == "table-file"
+
+    for fig in ("fig01", "fig02"):
+        assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
+        files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
+        assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
+
+
+def test_api_key_is_never_written(ran):
+    root, _ = ran
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), f"API key leaked into {path}"
+
+
+def test_second_run_has_nothing_to_do(ran):
+    root, _ = ran
+    proc = run_snakemake(root, "-n", *TEST)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_style_change_reruns_only_figures(ran):
+    root, _ = ran
+    style = root / "workflow/style/pabench.mplstyle"
+    style.write_text(style.read_text() + "\n# edited\n")
+    proc = run_snakemake(root, "-n", *TEST)
+    planned = proc.stdout
+    assert "rule fig01" in planned and "rule fig02" in planned
+    assert "rule toy_bernoulli" not in planned and "rule toy_gaussian" not in planned
+
+
+def test_lint_is_clean(workdir):
+    proc = run_snakemake(workdir, "--lint")
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("overlay", [None, "workflow/config/test.yaml", "workflow/config/paper.yaml"])
+def test_dry_run_at_every_scale(workdir, overlay):
+    args = ["-n"] + (["--configfile", overlay] if overlay else [])
+    proc = run_snakemake(workdir, *args)
+    assert "fig01" in proc.stdout and "fig02" in proc.stdout
+
+
+@pytest.mark.parametrize("overlay,message", [
+    ("toy:\n  bernoulli:\n    n_samples: -3\n", "key 'toy.bernoulli.n_samples': -3 is less than the minimum of 2"),
+    ("toy:\n  bernoulli:\n    typo_key: 1\n", "unknown key 'toy.bernoulli.typo_key'"),
+    ("wandb:\n  mode: sometimes\n", "key 'wandb.mode': 'sometimes' is not one of"),
+    ("toy:\n  bernoulli:\n    solvers: [newton]\n", "key 'toy.bernoulli.solvers.0': 'newton' is not one of"),
+    ("toy:\n  bernoulli:\n    seeds: []\n", "key 'toy.bernoulli.seeds'"),
+    ("scale: huge\n", "key 'scale'"),
+])
+def test_bad_config_is_rejected_by_name_before_any_job(workdir, overlay, message):
+    (workdir / "bad.yaml").write_text(overlay)
+    proc = run_snakemake(workdir, "--cores", "1", "--configfile", "bad.yaml", check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (workdir / "data").exists() and not (workdir / "figures").exists()
