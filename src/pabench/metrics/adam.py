@@ -31,8 +31,8 @@ class AdamTrace:
 def solve_adam(p: CentredPairs, epochs: int = 500, lr: float = 0.1, batch_size: int = 64,
                beta0: float = 1.0, seed: int = 0, progress: bool = False) -> AdamTrace:
     """Run the procedure on a stack of pairs (CentredPairs with A of shape (P, N, K))."""
-    n_pairs, n = p.A.shape[0], p.n
-    dtype = p.A.dtype
+    n_pairs, n = p.X.shape[0], p.n
+    dtype = p.X.dtype
     beta = torch.full((n_pairs,), float(beta0), dtype=dtype)
     m = torch.zeros_like(beta)
     v = torch.zeros_like(beta)

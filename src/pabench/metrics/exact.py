@@ -22,8 +22,12 @@ from .kernel import CentredPairs, limit_at_infinity, summed_terms
 GRID_DECADES = (-2.0, 3.0)  # initial scan, in units of 1 / (typical row range of the scores)
 GRID_PER_DECADE = 2
 SCAN_ELEMS = 1 << 14  # scores per input used by the scan (at least SCAN_ROWS rows)
-SCAN_ROWS = 512
+SCAN_ROWS = 256
+LEVEL_FACTOR = 8  # each refinement level uses this many times more rows, up to all of them
 REL_TOL = 1e-10  # stopping tolerance on beta (1e-9 asked); f' rounding noise sits near 1e-12
+# A Newton step this small (relative) is taken without another check: quadratic convergence
+# leaves a relative error of order POLISH**2 times beta * f3 / f2 (of order one).
+POLISH = 1e-6
 MAX_WIDEN = 30
 
 
@@ -37,15 +41,15 @@ def _scale(p: CentredPairs) -> float:
     return float(rng.median()) if rng.numel() else 1.0
 
 
-def _subsample(p: CentredPairs) -> CentredPairs:
-    rows = max(SCAN_ROWS, SCAN_ELEMS // p.k)
+def _subsample(p: CentredPairs, rows: int) -> CentredPairs:
+    """`rows` evenly spaced rows (all of p when it has no more)."""
     if rows >= p.n:
         return p
     return p.take(torch.linspace(0, p.n - 1, rows).long())
 
 
 def _eval(p: CentredPairs, beta, order: int, keep_kernel: bool = False):
-    return summed_terms(p, torch.as_tensor(beta, dtype=p.A.dtype), order, keep_kernel=keep_kernel)
+    return summed_terms(p, torch.as_tensor(beta, dtype=p.X.dtype), order, keep_kernel=keep_kernel)
 
 
 def _slopes(p: CentredPairs, betas: list[float]) -> list[float]:
@@ -88,6 +92,12 @@ def _newton(p: CentredPairs, x: float, lo: float = 0.0, hi: float = math.inf):
         else:
             hi = min(hi, x)
         step = -g / h if h < 0 else math.nan
+        if abs(step) <= REL_TOL * x or (hi < math.inf and hi - lo <= REL_TOL * hi):
+            return x, float(f), kernel
+        if abs(step) <= POLISH * x and lo < x + step < hi:
+            x += step
+            f, _, _, kernel = _eval(p, x, order=0, keep_kernel=True)
+            return x, float(f), kernel
         nxt = x + step
         if not lo < nxt < hi:  # Newton left the bracket: bisect in log beta, or widen it
             if hi == math.inf:
@@ -96,8 +106,6 @@ def _newton(p: CentredPairs, x: float, lo: float = 0.0, hi: float = math.inf):
                 nxt = hi / 4
             else:
                 nxt = math.sqrt(lo * hi) if hi / lo > 4 else 0.5 * (lo + hi)
-        if abs(nxt - x) <= REL_TOL * x or (hi < math.inf and hi - lo <= REL_TOL * hi):
-            return x, float(f), kernel
         if nxt > 1e300 or nxt < 1e-300:
             return (math.inf if nxt > 1 else 0.0), None, None
         x = nxt
@@ -116,17 +124,25 @@ def solve_exact(p: CentredPairs):
     if p.masked:
         f0, _, _, k0 = _eval(p, 0.0, order=0, keep_kernel=True)
     else:  # uniform posteriors: k_i(0) = -log K
-        k0 = torch.full((p.n,), -math.log(p.k), dtype=p.A.dtype)
+        k0 = torch.full((p.n,), -math.log(p.k), dtype=p.X.dtype)
         f0 = -p.n * math.log(p.k)
     candidates = [(float(f0), 0.0, k0)]
     if f_inf > -math.inf:
         candidates.append((f_inf, math.inf, lim))
-    sub = _subsample(p)
-    for lo, hi in _scan(sub):
-        start = _newton(sub, math.sqrt(lo * hi), lo, hi)[0] if sub is not p else math.sqrt(lo * hi)
-        if 0.0 < start < math.inf:
-            beta, value, kernel = _newton(p, start)
-            if value is not None:
-                candidates.append((value, beta, kernel))
+    # Locate local maxima on few rows, then follow each through ever larger subsamples: each
+    # level starts Newton close to its root, so the full data needs only about three passes.
+    rows = max(SCAN_ROWS, SCAN_ELEMS // p.k)
+    levels = [_subsample(p, rows)]
+    while levels[-1] is not p:
+        rows *= LEVEL_FACTOR
+        levels.append(_subsample(p, rows))
+    for lo, hi in _scan(levels[0]):
+        beta, value, kernel = math.sqrt(lo * hi), None, None
+        for i, level in enumerate(levels):
+            if not 0.0 < beta < math.inf:
+                break
+            beta, value, kernel = _newton(level, beta, *((lo, hi) if i == 0 else ()))
+        if value is not None and 0.0 < beta < math.inf:
+            candidates.append((value, beta, kernel))
     value, beta, kernel = min(candidates, key=lambda c: (-c[0], c[1]))
     return beta, value, kernel

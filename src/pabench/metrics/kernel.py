@@ -13,7 +13,6 @@ centred sum S.  Entries equal to -inf (probability 0) are supported exactly.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -25,108 +24,122 @@ UNDERFLOW = 600.0
 
 @dataclass
 class CentredPairs:
-    """Score pairs of shape (..., N, K), centred so that each row's maximum is 0."""
+    """Score pairs of shape (..., N, K), centred so that each row's maximum is 0, stored as one
+    tensor X of shape (..., N, 3, K) holding [A, B, S] with S = A + B + delta (row max 0): a
+    minibatch is one gather and one evaluation reads one contiguous block."""
 
-    A: torch.Tensor
-    B: torch.Tensor
-    S: torch.Tensor  # A + B + delta, row maximum 0
+    X: torch.Tensor
     delta: torch.Tensor  # (..., N): -max(A + B) >= 0; inf where the supports are disjoint
-    masked: bool  # whether any entry is -inf
-    delta_max: float = math.inf  # largest finite delta (decides when underflow needs care)
+    masked: bool  # whether any entry is -inf (a zero probability)
+    delta_max: float  # largest finite delta (decides when underflow needs care)
 
     @classmethod
-    def from_scores(cls, a: torch.Tensor, b: torch.Tensor) -> "CentredPairs":
-        A = a - a.amax(-1, keepdim=True)
-        B = b - b.amax(-1, keepdim=True)
-        s = A + B
-        smax = s.amax(-1, keepdim=True)
-        masked = bool(torch.isinf(A).any() or torch.isinf(B).any())
-        if masked:
-            disjoint = torch.isinf(smax)
-            S = torch.where(disjoint, torch.zeros_like(s), s - smax)
+    def from_scores(cls, a: torch.Tensor, b: torch.Tensor, masked: bool | None = None) -> "CentredPairs":
+        """From scores of any float dtype (entries may be -inf, never +inf or NaN), converted to
+        float64 before centring (exact for float32 input); `masked=False` promises that no entry
+        is -inf (logits), saving a pass over the data."""
+        X = torch.empty(a.shape[:-1] + (3, a.shape[-1]), dtype=torch.float64, device=a.device)
+        for i, x in enumerate((a, b)):
+            part = X[..., i, :]
+            part.copy_(x)
+            part.sub_(part.amax(-1, keepdim=True))
+        S = X[..., 2, :]
+        torch.add(X[..., 0, :], X[..., 1, :], out=S)
+        smax = S.amax(-1, keepdim=True)
+        if masked is None:
+            masked = not bool(torch.isfinite(X[..., :2, :].amin()))
+        if masked:  # rows with disjoint supports have S = -inf everywhere: keep them finite
+            S.copy_(torch.where(torch.isinf(smax), torch.zeros_like(S), S - smax))
         else:
-            S = s - smax
+            S.sub_(smax)
         delta = -smax.squeeze(-1)
         finite = delta[torch.isfinite(delta)]
-        return cls(A, B, S, delta, masked, float(finite.max()) if finite.numel() else 0.0)
+        return cls(X, delta, masked, float(finite.max()) if finite.numel() else 0.0)
+
+    @property
+    def A(self) -> torch.Tensor:
+        return self.X[..., 0, :]
+
+    @property
+    def B(self) -> torch.Tensor:
+        return self.X[..., 1, :]
 
     @property
     def n(self) -> int:
-        return self.A.shape[-2]
+        return self.X.shape[-3]
 
     @property
     def k(self) -> int:
-        return self.A.shape[-1]
+        return self.X.shape[-1]
+
+    def _with(self, X, delta) -> "CentredPairs":
+        return CentredPairs(X, delta, self.masked, self.delta_max)
 
     def rows(self, lo: int, hi: int) -> "CentredPairs":
-        return CentredPairs(self.A[..., lo:hi, :], self.B[..., lo:hi, :], self.S[..., lo:hi, :],
-                            self.delta[..., lo:hi], self.masked, self.delta_max)
+        return self._with(self.X[..., lo:hi, :, :], self.delta[..., lo:hi])
 
     def take(self, idx: torch.Tensor) -> "CentredPairs":
         """The rows `idx` (a 1-D index tensor) of every pair."""
-        return CentredPairs(self.A[..., idx, :], self.B[..., idx, :], self.S[..., idx, :],
-                            self.delta[..., idx], self.masked, self.delta_max)
+        return self._with(self.X[..., idx, :, :], self.delta[..., idx])
 
-    def pair(self, i: int) -> "CentredPairs":
-        """Pair i of a stack (batch shape (P,))."""
-        return CentredPairs(self.A[i], self.B[i], self.S[i], self.delta[i], self.masked,
-                            self.delta_max)
+    def pair(self, i) -> "CentredPairs":
+        """Pair i (or the sub-stack of pairs i, an index tensor) of a stack."""
+        return self._with(self.X[i], self.delta[i])
 
 
-def _tilted(x: torch.Tensor, beta: torch.Tensor, masked: bool) -> torch.Tensor:
-    """exp(beta * x) with exp(beta * -inf) = 0 also at beta = 0."""
-    t = beta * x
-    if masked:
-        t = torch.where(torch.isinf(x), x, t)
-    return t.exp_()
-
-
-def _moments(t: torch.Tensor, x: torch.Tensor, z: torch.Tensor, order: int, masked: bool):
-    """Mean and variance of x under the weights t (row sums z); zero where z == 0."""
-    if masked:
-        x = torch.where(torch.isinf(x), torch.zeros_like(x), x)
-        z = torch.where(z > 0, z, torch.ones_like(z))
-    tx = t * x
-    mean = tx.sum(-1).div_(z)
-    if order < 2:
-        return mean, None
-    var = tx.mul_(x).sum(-1).div_(z).sub_(mean * mean)
-    return mean, var
-
-
-def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0):
+def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, work: torch.Tensor | None = None):
     """Per-sample k_i(beta) and, up to `order`, its first and second derivatives.
 
-    `beta` has the batch shape of `p` (a scalar tensor for a single pair).
-    Returns (k, dk, d2k), each (..., N); derivatives are None above `order`.
+    `beta` has the batch shape of `p` (a scalar tensor for one pair); for one pair it may also
+    be a vector of betas.  Returns (k, dk, d2k), each (..., N); derivatives above `order` are None.
+    `work`, a flat float64 buffer with room for the broadcast of beta and X, is reused if given.
     """
-    b = beta[..., None, None]
-    ta = _tilted(p.A, b, p.masked)
-    tb = _tilted(p.B, b, p.masked)
-    w = ta * tb
-    za, zb = ta.sum(-1), tb.sum(-1)
-    zw = w.sum(-1)
-    log_zw = torch.log(zw)
+    X = p.X
+    b = beta[..., None, None, None]
+    shape = torch.broadcast_shapes(b.shape, X.shape)
+    if work is None:
+        T = torch.empty(shape, dtype=X.dtype, device=X.device)
+    else:
+        T = work[:shape.numel()].view(shape)
+    torch.mul(X[..., :2, :], b, out=T[..., :2, :])
+    if p.masked:  # exp(beta * -inf) = 0 also at beta = 0
+        T[..., :2, :] = torch.where(torch.isinf(X[..., :2, :]), X[..., :2, :], T[..., :2, :])
+    T[..., :2, :].exp_()
+    torch.mul(T[..., 0, :], T[..., 1, :], out=T[..., 2, :])  # exp(beta * (A + B))
     bd = beta[..., None] * p.delta
     risky = None
     if float(beta.max()) * p.delta_max > UNDERFLOW:
         risky = (bd > UNDERFLOW) & torch.isfinite(p.delta)
-    if risky is not None and bool(risky.any()):
-        # The product underflows: weight by exp(beta*S) instead (same distribution).
-        w_safe = _tilted(p.S, b, p.masked)
-        w = torch.where(risky[..., None], w_safe, w)
-        zs = w_safe.sum(-1)
-        zw = torch.where(risky, zs, zw)
-        log_zw = torch.where(risky, torch.log(zs) - bd, log_zw)
-    k = log_zw - torch.log(za) - torch.log(zb)
+        if bool(risky.any()):
+            # The product underflows: weight by exp(beta * S) instead (same distribution),
+            # with log z_w = log sum exp(beta * S) - beta * delta.
+            S = X[..., 2, :]
+            scaled = S * b[..., 0, :, :]
+            if p.masked:
+                scaled = torch.where(torch.isinf(S), S, scaled)
+            T[..., 2, :] = torch.where(risky[..., None], scaled.exp(), T[..., 2, :])
+        else:
+            risky = None
+    Z = T.sum(-1)  # (..., N, 3): z_a, z_b, z_w
+    logZ = Z.log()
+    log_zw = logZ[..., 2] if risky is None else torch.where(risky, logZ[..., 2] - bd, logZ[..., 2])
+    k = log_zw - logZ[..., 0] - logZ[..., 1]
     if order == 0:
         return k, None, None
-    ea, va = _moments(ta, p.A, za, order, p.masked)
-    eb, vb = _moments(tb, p.B, zb, order, p.masked)
-    es, vs = _moments(w, p.S, zw, order, p.masked)
-    delta = torch.where(torch.isfinite(p.delta), p.delta, torch.zeros_like(p.delta)) if p.masked else p.delta
-    dk = es - delta - ea - eb
-    d2k = vs - va - vb if order >= 2 else None
+    if p.masked:  # zero weights at -inf entries: take 0 * -inf as 0
+        Xf = torch.where(torch.isinf(X), torch.zeros_like(X), X)
+        Z = torch.where(Z > 0, Z, torch.ones_like(Z))
+        delta = torch.where(torch.isfinite(p.delta), p.delta, torch.zeros_like(p.delta))
+    else:
+        Xf, delta = X, p.delta
+    T.mul_(Xf)
+    mean = T.sum(-1).div_(Z)  # E[A], E[B], E[S]
+    dk = mean[..., 2] - delta - mean[..., 0] - mean[..., 1]
+    d2k = None
+    if order >= 2:
+        T.mul_(Xf)
+        var = T.sum(-1).div_(Z).sub_(mean * mean)
+        d2k = var[..., 2] - var[..., 0] - var[..., 1]
     if p.masked:
         dead = torch.isinf(p.delta)  # disjoint supports: k = -inf whatever beta is
         dk = torch.where(dead, torch.zeros_like(dk), dk)
@@ -139,14 +152,16 @@ def summed_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, chunk_elem
                  keep_kernel: bool = False):
     """Sums over samples of k, k', k'' (shape: batch shape of `p`), evaluated in row chunks
     so that temporaries stay small.  With keep_kernel, also the per-sample k."""
-    batch = max(p.A[..., 0, 0].numel(), beta.numel())
-    rows = max(1, chunk_elems // (p.k * batch))
+    batch = max(p.X[..., 0, 0, 0].numel(), beta.numel())
+    rows = max(1, chunk_elems // (3 * p.k * batch))
     f = torch.zeros_like(beta)
     f1 = torch.zeros_like(beta) if order >= 1 else None
     f2 = torch.zeros_like(beta) if order >= 2 else None
     kernels = []
+    # One work buffer for all chunks: fresh multi-megabyte temporaries cost page faults.
+    work = torch.empty(batch * min(rows, p.n) * 3 * p.k, dtype=p.X.dtype, device=p.X.device)
     for lo in range(0, p.n, rows):
-        k, dk, d2k = kernel_terms(p.rows(lo, lo + rows), beta, order)
+        k, dk, d2k = kernel_terms(p.rows(lo, lo + rows), beta, order, work)
         f = f + k.sum(-1)
         if order >= 1:
             f1 = f1 + dk.sum(-1)
@@ -160,8 +175,11 @@ def summed_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, chunk_elem
 
 def limit_at_infinity(p: CentredPairs) -> torch.Tensor:
     """Per-sample lim_{beta->inf} k_i(beta): log(|Ta & Tb| / (|Ta| |Tb|)) over the argmax
-    sets Ta, Tb; -inf where they do not intersect."""
+    sets Ta, Tb; -inf where they do not intersect, which is exactly where delta > 0."""
+    disjoint = p.delta > 0
+    if bool(disjoint.any()):
+        return torch.where(disjoint, -torch.inf, 0.0).to(p.X.dtype)  # the sum is -inf anyway
     ta = p.A == 0
     tb = p.B == 0
-    both = (ta & tb).sum(-1).to(p.A.dtype)
-    return torch.log(both) - torch.log(ta.sum(-1).to(p.A.dtype)) - torch.log(tb.sum(-1).to(p.A.dtype))
+    both = (ta & tb).sum(-1).to(p.X.dtype)
+    return torch.log(both) - torch.log(ta.sum(-1).to(p.X.dtype)) - torch.log(tb.sum(-1).to(p.X.dtype))

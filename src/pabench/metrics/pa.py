@@ -50,17 +50,32 @@ class PAResult:
         return out
 
 
-def as_float64(x, name: str) -> torch.Tensor:
-    """Any array-like as a float64 CPU tensor (torch tensors keep their device)."""
+def as_scores(x, name: str) -> torch.Tensor:
+    """Any array-like as a floating-point tensor, without copying float data (torch tensors keep
+    their device and dtype; integers become float64).  Work in float64 happens downstream."""
     if isinstance(x, torch.Tensor):
-        return x.detach().to(torch.float64)
-    try:
-        return torch.as_tensor(np.asarray(x), dtype=torch.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
+        x = x.detach()
+    else:
+        try:
+            arr = np.asarray(x)
+            if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+                raise TypeError(f"dtype {arr.dtype}")
+            x = torch.as_tensor(arr)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
+    return x if x.is_floating_point() else x.to(torch.float64)
+
+
+def as_float64(x, name: str) -> torch.Tensor:
+    """Any array-like as a float64 tensor."""
+    return as_scores(x, name).to(torch.float64)
 
 
 def _check_finite(x: torch.Tensor, name: str, allow_neg_inf: bool) -> None:
+    # Two reductions (NaN propagates through amax) decide; counting only runs on failure.
+    top, bottom = float(x.amax()), float(x.amin())
+    if top == top and top < torch.inf and (allow_neg_inf or bottom > -torch.inf):
+        return
     nan = int(torch.isnan(x).sum())
     bad_inf = torch.isposinf(x) if allow_neg_inf else torch.isinf(x)
     inf = int(bad_inf.sum())
@@ -70,10 +85,11 @@ def _check_finite(x: torch.Tensor, name: str, allow_neg_inf: bool) -> None:
 
 
 def validate_scores(a, b, inputs: str = "logits") -> tuple[torch.Tensor, torch.Tensor]:
-    """Check two score arrays and turn them into float64 log-scores (logits up to a row constant)."""
+    """Check two score arrays and return them as log-scores (logits up to a row constant);
+    logits keep their dtype (CentredPairs converts to float64), probabilities are logged in float64."""
     if inputs not in INPUTS:
         raise ValueError(f"inputs must be one of {INPUTS}, got {inputs!r}")
-    a, b = as_float64(a, "scores_a"), as_float64(b, "scores_b")
+    a, b = as_scores(a, "scores_a"), as_scores(b, "scores_b")
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: scores_a {tuple(a.shape)} vs scores_b {tuple(b.shape)}")
     if a.dim() not in (2, 3):
@@ -88,13 +104,15 @@ def validate_scores(a, b, inputs: str = "logits") -> tuple[torch.Tensor, torch.T
             _check_finite(x, name, allow_neg_inf=False)
         elif inputs == "log_probs":
             _check_finite(x, name, allow_neg_inf=True)
-            if bool((x > 1e-9).any()):
+            if float(x.amax()) > 1e-9:
                 raise ValueError(f"{name}: log-probabilities must be <= 0")
+            x = x.to(torch.float64)
             _check_sums(torch.logsumexp(x, -1).exp(), name, "exp(log_probs)")
         else:
             _check_finite(x, name, allow_neg_inf=False)
-            if bool((x < 0).any()):
+            if float(x.amin()) < 0:
                 raise ValueError(f"{name}: {int((x < 0).sum())} negative probabilities")
+            x = x.to(torch.float64)
             _check_sums(x.sum(-1), name, "probabilities")
             x = torch.log(x)
         out.append(x)
@@ -122,7 +140,8 @@ def posterior_agreement(scores_a, scores_b, solver: str = "exact", inputs: str =
     a, b = validate_scores(scores_a, scores_b, inputs)
     stacked = a.dim() == 3
     n, k = a.shape[-2], a.shape[-1]
-    pairs = CentredPairs.from_scores(a if stacked else a[None], b if stacked else b[None])
+    pairs = CentredPairs.from_scores(a if stacked else a[None], b if stacked else b[None],
+                                     masked=None if inputs != "logits" else False)
     if solver == "exact":
         solved = [solve_exact(pairs.pair(i)) for i in range(pairs.A.shape[0])]
         beta = np.array([s[0] for s in solved])
@@ -159,4 +178,5 @@ def pa_curve(scores_a, scores_b, betas, inputs: str = "logits") -> np.ndarray:
     beta = as_float64(betas, "betas").reshape(-1)
     if bool((beta < 0).any()) or not bool(torch.isfinite(beta).all()):
         raise ValueError("betas must be finite and >= 0")
-    return summed_terms(CentredPairs.from_scores(a, b), beta)[0].cpu().numpy()
+    pairs = CentredPairs.from_scores(a, b, masked=None if inputs != "logits" else False)
+    return summed_terms(pairs, beta)[0].cpu().numpy()
