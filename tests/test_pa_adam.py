@@ -89,3 +89,32 @@ def test_adam_is_seeded():
     r3 = posterior_agreement(a, b, solver="adam", epochs=5, seed=8)
     assert r1.beta == r2.beta
     assert not np.array_equal(r1.history["beta"], r3.history["beta"])
+
+
+def test_native_kernels_match_the_pytorch_path(monkeypatch):
+    from pabench.metrics import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler: only the PyTorch path exists here")
+    a = np.stack([pair(s, n=500)[0] for s in range(3)])
+    b = np.stack([pair(s, n=500)[1] for s in range(3)])
+    fast = posterior_agreement(a, b, solver="adam", epochs=12, seed=2)
+    monkeypatch.setattr(native, "usable", lambda p: False)
+    slow = posterior_agreement(a, b, solver="adam", epochs=12, seed=2)
+    np.testing.assert_allclose(fast.history["beta"], slow.history["beta"], rtol=1e-12)
+    np.testing.assert_allclose(fast.logpa, slow.logpa, rtol=1e-12)
+    np.testing.assert_array_equal(fast.epoch, slow.epoch)
+
+
+def test_bounded_search_finds_the_best_epoch_of_a_full_search():
+    """The branch and bound over epochs skips evaluations but returns max_e f(beta_e)."""
+    from pabench.metrics import pa_curve
+
+    a, b = pair(8, n=640, noise=2.0)
+    r = posterior_agreement(a, b, solver="adam", epochs=60, seed=4)
+    every_epoch = pa_curve(a, b, r.history["beta"])
+    assert r.logpa == pytest.approx(every_epoch.max(), rel=1e-12)
+    assert r.epoch == int(np.argmax(every_epoch)) + 1
+    evaluated = ~np.isnan(r.history["logpa"])
+    assert evaluated.sum() < 60  # it did skip epochs
+    np.testing.assert_allclose(r.history["logpa"][evaluated], every_epoch[evaluated], rtol=1e-12)

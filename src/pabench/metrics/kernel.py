@@ -87,13 +87,9 @@ class CentredPairs:
         return self._with(self.X[i], self.delta[i])
 
 
-def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, work: torch.Tensor | None = None):
-    """Per-sample k_i(beta) and, up to `order`, its first and second derivatives.
-
-    `beta` has the batch shape of `p` (a scalar tensor for one pair); for one pair it may also
-    be a vector of betas.  Returns (k, dk, d2k), each (..., N); derivatives above `order` are None.
-    `work`, a flat float64 buffer with room for the broadcast of beta and X, is reused if given.
-    """
+def _weights(p: CentredPairs, beta: torch.Tensor, work: torch.Tensor | None):
+    """Unnormalised posteriors T = exp(beta [A, B, A + B]) of every row, their sums Z and
+    log z_w (exact also where the product of exponentials underflows)."""
     X = p.X
     b = beta[..., None, None, None]
     shape = torch.broadcast_shapes(b.shape, X.shape)
@@ -123,17 +119,33 @@ def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, work: torc
     Z = T.sum(-1)  # (..., N, 3): z_a, z_b, z_w
     logZ = Z.log()
     log_zw = logZ[..., 2] if risky is None else torch.where(risky, logZ[..., 2] - bd, logZ[..., 2])
+    return T, Z, logZ, log_zw
+
+
+def _weighted_means(p: CentredPairs, T: torch.Tensor, Z: torch.Tensor):
+    """E[A], E[B], E[S] under the weights T (turned into T * X in place), and X for more moments."""
+    if p.masked:  # zero weights at -inf entries: take 0 * -inf as 0
+        Xf = torch.where(torch.isinf(p.X), torch.zeros_like(p.X), p.X)
+        Z = torch.where(Z > 0, Z, torch.ones_like(Z))
+    else:
+        Xf = p.X
+    T.mul_(Xf)
+    return T.sum(-1).div_(Z), Xf, Z
+
+
+def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, work: torch.Tensor | None = None):
+    """Per-sample k_i(beta) and, up to `order`, its first and second derivatives.
+
+    `beta` has the batch shape of `p` (a scalar tensor for one pair); for one pair it may also
+    be a vector of betas.  Returns (k, dk, d2k), each (..., N); derivatives above `order` are None.
+    `work`, a flat float64 buffer with room for the broadcast of beta and X, is reused if given.
+    """
+    T, Z, logZ, log_zw = _weights(p, beta, work)
     k = log_zw - logZ[..., 0] - logZ[..., 1]
     if order == 0:
         return k, None, None
-    if p.masked:  # zero weights at -inf entries: take 0 * -inf as 0
-        Xf = torch.where(torch.isinf(X), torch.zeros_like(X), X)
-        Z = torch.where(Z > 0, Z, torch.ones_like(Z))
-        delta = torch.where(torch.isfinite(p.delta), p.delta, torch.zeros_like(p.delta))
-    else:
-        Xf, delta = X, p.delta
-    T.mul_(Xf)
-    mean = T.sum(-1).div_(Z)  # E[A], E[B], E[S]
+    mean, Xf, Z = _weighted_means(p, T, Z)
+    delta = torch.where(torch.isfinite(p.delta), p.delta, torch.zeros_like(p.delta)) if p.masked else p.delta
     dk = mean[..., 2] - delta - mean[..., 0] - mean[..., 1]
     d2k = None
     if order >= 2:
@@ -146,6 +158,23 @@ def kernel_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, work: torc
         if d2k is not None:
             d2k = torch.where(dead, torch.zeros_like(d2k), d2k)
     return k, dk, d2k
+
+
+def convex_parts(p: CentredPairs, beta: torch.Tensor, chunk_elems: int = 1 << 20) -> torch.Tensor:
+    """f = F1 - F2 with F1 = sum_i log z_w,i and F2 = sum_i log z_a,i + log z_b,i, both convex
+    in beta (log-sum-exp of lines).  Returns (..., 3): F1, F2 and F2' = sum_i E_a[A] + E_b[B].
+    Between two evaluated betas, f <= chord of F1 - tangent of F2: an exact upper bound."""
+    batch = max(p.X[..., 0, 0, 0].numel(), beta.numel())
+    rows = max(1, chunk_elems // (3 * p.k * batch))
+    out = torch.zeros(beta.shape + (3,), dtype=p.X.dtype, device=p.X.device)
+    for lo in range(0, p.n, rows):
+        part = p.rows(lo, lo + rows)
+        T, Z, logZ, log_zw = _weights(part, beta, None)
+        mean, _, _ = _weighted_means(part, T, Z)
+        out[..., 0] += log_zw.sum(-1)
+        out[..., 1] += (logZ[..., 0] + logZ[..., 1]).sum(-1)
+        out[..., 2] += (mean[..., 0] + mean[..., 1]).sum(-1)
+    return out
 
 
 def summed_terms(p: CentredPairs, beta: torch.Tensor, order: int = 0, chunk_elems: int = 1 << 20,

@@ -1,0 +1,110 @@
+"""The fused C kernels of pa_native.c: compiled with the system C compiler on first use,
+cached under ~/.cache/pabench/native (or $PABENCH_CACHE/native), loaded with ctypes.
+
+Without a compiler (or with PABENCH_NATIVE=0) `load()` returns None and callers use the
+PyTorch code path, which computes the same quantities.  The build uses -march=native, so the
+cache key includes this CPU's model and flags.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from .kernel import CentredPairs
+
+log = logging.getLogger("pabench.native")
+SOURCE = Path(__file__).with_name("pa_native.c")
+# -ffast-math (with its finite-math assumption, which the kernels respect) is what lets gcc
+# call glibc's vectorised exp.
+FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC", "-shared"]
+
+
+def _cpu_identity() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    keep = [ln for ln in lines if ln.startswith(("model name", "flags"))][:2]
+    return "\n".join(keep)
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("PABENCH_CACHE") or Path.home() / ".cache" / "pabench"
+    return Path(root) / "native"
+
+
+def _build(compiler: str, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp, "-lm"], check=True,
+                       capture_output=True, text=True, timeout=300)
+        os.replace(tmp, target)  # atomic: concurrent jobs never load a half-written library
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@lru_cache(maxsize=None)
+def load():
+    """The compiled library, or None when it cannot be built here."""
+    if os.environ.get("PABENCH_NATIVE", "1") == "0":
+        return None
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    if not compiler:
+        log.info("no C compiler found: the adam solver uses its PyTorch path")
+        return None
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(FLAGS), compiler,
+                                    platform.machine(), _cpu_identity()]).encode()).hexdigest()[:16]
+    target = _cache_dir() / f"pa_native-{key}.so"
+    try:
+        if not target.exists():
+            _build(compiler, target)
+        lib = ctypes.CDLL(str(target))
+    except (OSError, subprocess.SubprocessError) as err:
+        detail = getattr(err, "stderr", "") or err
+        log.warning("could not build the native PA kernels (%s); using the PyTorch path", detail)
+        return None
+    ptr, long, dbl = ctypes.c_void_p, ctypes.c_long, ctypes.c_double
+    lib.pa_terms.argtypes = [ptr, ptr, long, long, long, ptr, ptr, ptr]
+    lib.pa_terms.restype = None
+    lib.pa_adam_epoch.argtypes = [ptr, ptr, long, long, long, ptr, long, dbl, dbl, dbl, dbl, long,
+                                  ptr, ptr, ptr]
+    lib.pa_adam_epoch.restype = None
+    return lib
+
+
+def usable(p: CentredPairs) -> bool:
+    """Whether the native kernels can evaluate these pairs (CPU, finite scores)."""
+    return (not p.masked and p.X.device.type == "cpu" and p.X.is_contiguous()
+            and p.delta.is_contiguous() and load() is not None)
+
+
+def convex_parts(p: CentredPairs, pairs: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """(F1, F2, F2') of pair pairs[r] at beta[r] for every request r: shape (R, 3), where the
+    objective is F1 - F2 with F1, F2 convex (see kernel.convex_parts)."""
+    pairs = pairs.to(torch.long).contiguous()
+    beta = beta.to(torch.float64).contiguous()
+    out = torch.empty(len(pairs), 4, dtype=torch.float64)
+    load().pa_terms(p.X.data_ptr(), p.delta.data_ptr(), p.n, p.k, len(pairs), pairs.data_ptr(),
+                    beta.data_ptr(), out.data_ptr())
+    return out[:, :3]
+
+
+def adam_epoch(p: CentredPairs, order: torch.Tensor, batch: int, lr: float, betas, eps: float,
+               step0: int, beta: torch.Tensor, m: torch.Tensor, v: torch.Tensor) -> None:
+    """One epoch of minibatch steps for every pair, updating beta, m and v in place."""
+    order = order.to(torch.long).contiguous()
+    load().pa_adam_epoch(p.X.data_ptr(), p.delta.data_ptr(), p.X.shape[0], p.n, p.k,
+                         order.data_ptr(), batch, lr, betas[0], betas[1], eps, step0,
+                         beta.data_ptr(), m.data_ptr(), v.data_ptr())
