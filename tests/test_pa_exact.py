@@ -190,3 +190,20 @@ def test_kernel_where_the_product_of_exponentials_underflows():
         got = pa_curve(a, b, [beta])[0]
         assert np.isfinite(got)
         assert got == pytest.approx(ref_objective(a, b, beta), rel=1e-12)
+
+
+def test_second_derivative_at_zero_is_twice_the_class_covariance():
+    """f''(0) = 2 sum_i Cov_j(a_ij, b_ij): for a = b = (x, 0) that is x^2 / 2 > 0 per sample,
+    so f is convex at 0 (Theorem 3's concavity does not hold there)."""
+    from pabench.metrics.kernel import CentredPairs, summed_terms
+    import torch
+
+    x = 3.0
+    a = torch.tensor([[x, 0.0]] * 5, dtype=torch.float64)
+    p = CentredPairs.from_scores(a, a.clone())
+    _, f1, f2, _ = summed_terms(p, torch.tensor(0.0, dtype=torch.float64), order=2)
+    assert float(f1) == pytest.approx(0.0, abs=1e-12)
+    assert float(f2) == pytest.approx(5 * x * x / 2, rel=1e-12)
+    h = 1e-4
+    curve = pa_curve(a.numpy(), a.numpy(), [0.0, h, 2 * h])
+    assert (curve[2] - 2 * curve[1] + curve[0]) / h**2 == pytest.approx(5 * x * x / 2, rel=1e-3)

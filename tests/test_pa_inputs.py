@@ -103,6 +103,7 @@ class _Evil:
         return (open, ("/tmp/pabench-pwned", "w"))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_pickled_code_in_a_pt_file_is_refused(tmp_path):
     from pabench.io import load_array
 

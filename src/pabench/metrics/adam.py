@@ -41,7 +41,7 @@ class AdamTrace:
 def _run_epochs(p: CentredPairs, epochs, lr, batch_size, beta0, seed, progress) -> torch.Tensor:
     """Beta after every epoch, shape (epochs, P)."""
     n_pairs, n = p.X.shape[0], p.n
-    beta = torch.full((n_pairs,), float(beta0), dtype=torch.float64)
+    beta = torch.full((n_pairs,), float(beta0), dtype=torch.float64, device=p.X.device)
     m = torch.zeros_like(beta)
     v = torch.zeros_like(beta)
     b1, b2 = ADAM_BETAS
@@ -51,7 +51,7 @@ def _run_epochs(p: CentredPairs, epochs, lr, batch_size, beta0, seed, progress) 
     steps_per_epoch = -(-n // batch_size)
     for epoch in tqdm(range(epochs), desc=f"adam beta ({n_pairs} pairs)", disable=not progress,
                       mininterval=2.0):
-        order = torch.randperm(n, generator=gen)
+        order = torch.randperm(n, generator=gen).to(p.X.device)
         if use_native:
             native.adam_epoch(p, order, batch_size, lr, ADAM_BETAS, ADAM_EPS,
                               epoch * steps_per_epoch, beta, m, v)
@@ -64,14 +64,14 @@ def _run_epochs(p: CentredPairs, epochs, lr, batch_size, beta0, seed, progress) 
                 v = b2 * v + (1 - b2) * grad * grad
                 denom = (v.sqrt() / (1 - b2 ** step) ** 0.5) + ADAM_EPS
                 beta = (beta - (lr / (1 - b1 ** step)) * m / denom).clamp_min(0.0)
-        history[epoch] = beta
+        history[epoch] = beta.cpu()
     return history
 
 
 def _parts(p: CentredPairs, pairs: np.ndarray, betas: np.ndarray) -> np.ndarray:
     """(F1, F2, F2') for each request (pair index, beta)."""
-    idx = torch.as_tensor(pairs, dtype=torch.long)
-    beta = torch.as_tensor(betas, dtype=torch.float64)
+    idx = torch.as_tensor(pairs, dtype=torch.long, device=p.X.device)
+    beta = torch.as_tensor(betas, dtype=torch.float64, device=p.X.device)
     if native.usable(p):
         return native.convex_parts(p, idx, beta).numpy()
     return convex_parts(p.pair(idx), beta).cpu().numpy()
@@ -118,7 +118,7 @@ class _Search:
 def _best_epochs(p: CentredPairs, history: torch.Tensor):
     """max_e f(beta_e) per pair by branch and bound; returns (best f, best epoch 1-based,
     f history with NaN where not evaluated)."""
-    hist = history.numpy()
+    hist = history.cpu().numpy()
     searches = [_Search(hist[:, j]) for j in range(hist.shape[1])]
     requests = [(j, i) for j, s in enumerate(searches) for i in s.start()]
     while requests:
@@ -142,5 +142,5 @@ def solve_adam(p: CentredPairs, epochs: int = 500, lr: float = 0.1, batch_size: 
     history = _run_epochs(p, epochs, lr, batch_size, beta0, seed, progress)
     best, epoch, f_hist = _best_epochs(p, history)
     epoch_t = torch.as_tensor(epoch, dtype=torch.long)
-    best_beta = history[epoch_t - 1, torch.arange(history.shape[1])]
+    best_beta = history[epoch_t - 1, torch.arange(history.shape[1])].cpu()
     return AdamTrace(best_beta, torch.as_tensor(best), epoch_t, history, torch.as_tensor(f_hist))

@@ -49,7 +49,8 @@ def _subsample(p: CentredPairs, rows: int) -> CentredPairs:
 
 
 def _eval(p: CentredPairs, beta, order: int, keep_kernel: bool = False):
-    return summed_terms(p, torch.as_tensor(beta, dtype=p.X.dtype), order, keep_kernel=keep_kernel)
+    beta = torch.as_tensor(beta, dtype=p.X.dtype, device=p.X.device)
+    return summed_terms(p, beta, order, keep_kernel=keep_kernel)
 
 
 def _slopes(p: CentredPairs, betas: list[float]) -> list[float]:
@@ -124,7 +125,7 @@ def solve_exact(p: CentredPairs):
     if p.masked:
         f0, _, _, k0 = _eval(p, 0.0, order=0, keep_kernel=True)
     else:  # uniform posteriors: k_i(0) = -log K
-        k0 = torch.full((p.n,), -math.log(p.k), dtype=p.X.dtype)
+        k0 = torch.full((p.n,), -math.log(p.k), dtype=p.X.dtype, device=p.X.device)
         f0 = -p.n * math.log(p.k)
     candidates = [(float(f0), 0.0, k0)]
     if f_inf > -math.inf:

@@ -153,7 +153,7 @@ def posterior_agreement(scores_a, scores_b, solver: str = "exact", inputs: str =
             raise ValueError("adam solver needs epochs >= 1, batch_size >= 1, lr > 0, beta0 >= 0")
         trace = solve_adam(pairs, epochs=epochs, lr=lr, batch_size=batch_size, beta0=beta0,
                            seed=seed, progress=progress)
-        kern = summed_terms(pairs, trace.beta, keep_kernel=True)[3]
+        kern = summed_terms(pairs, trace.beta.to(pairs.X.device), keep_kernel=True)[3]
         beta = trace.beta.cpu().numpy()
         logpa = trace.logpa.cpu().numpy()
         kernel = kern.cpu().numpy()
