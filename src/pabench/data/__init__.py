@@ -1,0 +1,1 @@
+"""Datasets: MNIST sources, procedural textures and the DiagViB-6 style generator."""
