@@ -26,10 +26,14 @@ validate(config, SCHEMA)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/toy.smk"
+include: "workflow/rules/diagvib.smk"
 
 
 rule all:
     input:
         figure_files("pa", "fig01"),
         figure_files("pa", "fig02"),
+        figure_files("pa", "fig13"),
+        table_files("pa", "table2"),
+        rules.shift_ratio_views.output.views,
     default_target: True

@@ -9,7 +9,11 @@ from pabench.tracking import offline_runs
 
 TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-FIGURES = [f"figures/pa/{name}{ext}" for name in ("fig01", "fig02") for ext in (".pdf", ".png", ".csv")]
+FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig13") for ext in (".pdf", ".png", ".csv")]
+           + [f"figures/pa/table2{ext}" for ext in (".md", ".csv", ".tex")])
+GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
+          "mnist_pools": "mnist", "diagvib_split": "diagvib", "diagvib_ass": "diagvib",
+          "shift_ratio_views": "diagvib", "fig13": "diagvib", "table2": "diagvib"}
 
 pytestmark = pytest.mark.workflow
 
@@ -48,12 +52,22 @@ def test_figure_csv_holds_the_plotted_numbers(ran):
 
 def test_each_job_logged_its_own_metrics_to_wandb(ran):
     root, _ = ran
-    runs = {r["job_type"]: r for r in offline_runs(root / "data/wandb")}
-    assert set(runs) == {"toy_bernoulli", "toy_gaussian", "fig01", "fig02"}
-    for job_type, run in runs.items():
-        assert run["group"] == "toy" and run["project"] == "pabench"
-        assert run["name"] == job_type and run["config"]["scale"] == "test"
+    all_runs = offline_runs(root / "data/wandb")
+    runs = {r["job_type"]: r for r in all_runs}
+    assert set(runs) == set(GROUPS)
+    assert len(all_runs) == len(GROUPS) + 2  # three diagvib_split jobs
+    for run in all_runs:
+        job_type = run["job_type"]
+        assert run["group"] == GROUPS[job_type] and run["project"] == "pabench"
+        assert run["name"].startswith(job_type) and run["config"]["scale"] == "test"
         assert run["artifacts"], f"{job_type}: outputs not logged as an artifact"
+    splits = sorted(r["name"] for r in all_runs if r["job_type"] == "diagvib_split")
+    assert splits == [f"diagvib_split-study=shift_factor-split={s}" for s in ("test", "train", "val")]
+
+    ass = pd.read_csv(root / "data/results/diagvib/ass.csv")
+    for env, value in zip(ass.env, ass.ass):
+        assert runs["diagvib_ass"]["metrics"][f"ass/{env}"] == pytest.approx(value, rel=1e-9)
+    assert runs["mnist_pools"]["metrics"]["test/size"] == 1000
 
     gauss = pd.read_csv(root / "data/results/toy/gaussian.csv")
     assert runs["toy_gaussian"]["metrics"]["beta_star"] == pytest.approx(gauss.beta_star.iloc[0], rel=1e-9)
@@ -64,7 +78,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert runs["toy_bernoulli"]["metrics"]["random/exact/mean_pa"] == pytest.approx(random_exact, rel=1e-9)
     assert runs["toy_bernoulli"]["media"]["bernoulli"] == "table-file"
 
-    for fig in ("fig01", "fig02"):
+    for fig in ("fig01", "fig02", "fig13"):
         assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
@@ -89,8 +103,9 @@ def test_style_change_reruns_only_figures(ran):
     style.write_text(style.read_text() + "\n# edited\n")
     proc = run_snakemake(root, "-n", *TEST)
     planned = proc.stdout
-    assert "rule fig01" in planned and "rule fig02" in planned
-    assert "rule toy_bernoulli" not in planned and "rule toy_gaussian" not in planned
+    assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
+    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2"):
+        assert f"rule {rule}:" not in planned
 
 
 def test_lint_is_clean(workdir):
@@ -112,6 +127,14 @@ def test_dry_run_at_every_scale(workdir, overlay):
     ("toy:\n  bernoulli:\n    solvers: [newton]\n", "key 'toy.bernoulli.solvers.0': 'newton' is not one of"),
     ("toy:\n  bernoulli:\n    seeds: []\n", "key 'toy.bernoulli.seeds'"),
     ("scale: huge\n", "key 'scale'"),
+    ("diagvib:\n  shift_ratios: [0.5, 1.5]\n", "key 'diagvib.shift_ratios.1': 1.5 is greater than the maximum of 1"),
+    ("diagvib:\n  studies:\n    shift_factor:\n      environments:\n        env3: {hue: purple, lightness: dark,"
+     " position: CC, scale: normal, texture: blank}\n",
+     "diagvib.studies.shift_factor.environments.env3: environment 'env3', factor 'hue': unknown hue value 'purple'"),
+    ("diagvib:\n  studies:\n    shift_factor:\n      splits:\n        val: {pool: val, envs: [env0, env7], n: 4,"
+     " paired: true, seed: 1}\n", "diagvib.studies.shift_factor.splits.val: diagvib.studies.shift_factor.splits.val.envs:"
+     " unknown environment 'env7'"),
+    ("data:\n  mnist:\n    source: kaggle\n", "key 'data.mnist.source': 'kaggle' is not one of"),
 ])
 def test_bad_config_is_rejected_by_name_before_any_job(workdir, overlay, message):
     (workdir / "bad.yaml").write_text(overlay)

@@ -61,6 +61,33 @@ def check(config: dict, schema_path=REPO_SCHEMA) -> None:
         schema = yaml.safe_load(fh)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        lines = [_describe(e) for e in errors]
+    lines = [_describe(e) for e in errors]
+    if not lines:
+        lines = _semantic_errors(config)
+    if lines:
         raise ConfigError("invalid configuration:\n  - " + "\n  - ".join(lines))
+
+
+def _semantic_errors(config: dict) -> list[str]:
+    """What the schema cannot say: factor values, environment names, shift ratios."""
+    from .data.datasets import SplitSpec
+    from .data.diagvib import Environment
+
+    errors = []
+    for study, cfg in config.get("diagvib", {}).get("studies", {}).items():
+        where = f"diagvib.studies.{study}"
+        bad_env = False
+        for env, spec in cfg.get("environments", {}).items():
+            try:
+                Environment.from_config(env, spec, cfg.get("digits", []))
+            except ValueError as err:
+                errors.append(f"{where}.environments.{env}: {err}")
+                bad_env = True
+        if bad_env:
+            continue
+        for split in cfg.get("splits", {}):
+            try:
+                SplitSpec.from_config(study, cfg, split)
+            except ValueError as err:
+                errors.append(f"{where}.splits.{split}: {err}")
+    return errors

@@ -181,18 +181,17 @@ def read_offline_run(run_dir) -> dict:
                 out["config"][item.key] = json.loads(item.value_json)
         elif kind == "history":
             for item in rec.history.item:
-                key = item.key or "/".join(item.nested_key)
-                if not key.startswith("_"):
-                    out["metrics"][key] = json.loads(item.value_json)
+                path = list(item.nested_key) or [item.key]
+                value = json.loads(item.value_json)
+                if len(path) > 1:  # a logged object (table, image) arrives as its fields
+                    if path[-1] == "_type":
+                        out["media"][path[0]] = value
+                elif not path[0].startswith("_"):
+                    out["metrics"][path[0]] = value
         elif kind == "artifact":
             out["artifacts"].append({"name": rec.artifact.name, "type": rec.artifact.type,
                                      "files": [m.path for m in rec.artifact.manifest.contents]})
     out["config"].pop("_wandb", None)  # wandb's own bookkeeping
-    # Media (tables, images) arrive flattened as "<key>/_type", "<key>/path", ...
-    for key in [k for k in out["metrics"] if k.endswith("/_type")]:
-        out["media"][key[:-len("/_type")]] = out["metrics"][key]
-    out["metrics"] = {k: v for k, v in out["metrics"].items()
-                      if k.split("/")[0] not in out["media"] and not isinstance(v, dict)}
     out["config"] = {k: (v["value"] if isinstance(v, dict) and set(v) == {"value"} else v)
                      for k, v in out["config"].items()}
     return out

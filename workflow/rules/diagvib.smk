@@ -1,0 +1,133 @@
+# DiagViB-6 datasets (PA paper, Section 4.2 and Appendix E): digit pools, rendered splits,
+# shift-ratio views, ASS, Figure 13 and Table 2.
+DIAGVIB = config["diagvib"]
+
+
+rule mnist_pools:
+    output:
+        pools="data/mnist/pools.npz",
+    params:
+        experiment="mnist",
+        source=config["data"]["mnist"]["source"],
+        root=config["data"]["mnist"]["root"],
+    log:
+        "data/logs/mnist_pools.log",
+    benchmark:
+        "data/benchmarks/mnist_pools.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/mnist_pools.py"
+
+
+rule diagvib_split:
+    input:
+        pools=rules.mnist_pools.output.pools,
+    output:
+        directory("data/diagvib/{study}/{split}"),
+    params:
+        experiment="diagvib",
+        study=lambda wc: DIAGVIB["studies"][wc.study],
+        size=DIAGVIB["image_size"],
+        texture_seed=DIAGVIB["texture_seed"],
+        chunk=DIAGVIB["chunk"],
+    wildcard_constraints:
+        study="[a-z_]+",
+        split="[a-z0-9_]+",
+    log:
+        "data/logs/diagvib_split/{study}-{split}.log",
+    benchmark:
+        "data/benchmarks/diagvib_split/{study}-{split}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/diagvib_split.py"
+
+
+rule shift_ratio_views:
+    input:
+        test=split_dir("shift_factor", "test"),
+    output:
+        views="data/diagvib/shift_factor/shift_ratio_views.json",
+    params:
+        experiment="diagvib",
+        ratios=DIAGVIB["shift_ratios"],
+    log:
+        "data/logs/shift_ratio_views.log",
+    conda:
+        ENV
+    script:
+        "../scripts/shift_ratio_views.py"
+
+
+rule diagvib_ass:
+    input:
+        test=split_dir("shift_factor", "test"),
+    output:
+        table="data/results/diagvib/ass.csv",
+    params:
+        experiment="diagvib",
+    log:
+        "data/logs/diagvib_ass.log",
+    benchmark:
+        "data/benchmarks/diagvib_ass.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/diagvib_ass.py"
+
+
+rule fig13:
+    input:
+        train=split_dir("shift_factor", "train"),
+        val=split_dir("shift_factor", "val"),
+        test=split_dir("shift_factor", "test"),
+        style=STYLE,
+    output:
+        pdf="figures/pa/fig13.pdf",
+        png="figures/pa/fig13.png",
+        csv="figures/pa/fig13.csv",
+    params:
+        experiment="diagvib",
+        meta=provenance(
+            caption="Figure 13: samples of the shift-factor study: training env0/env1 (different "
+            "digit instances), validation env0/env1 and test env0..env5 (the same instances)",
+            data=f"DiagViB-6 ({config['data']['mnist']['source']} digits, "
+            f"{DIAGVIB['image_size']}px)",
+            seeds=[s["seed"] for s in DIAGVIB["studies"]["shift_factor"]["splits"].values()],
+        ),
+    log:
+        "data/logs/fig13.log",
+    benchmark:
+        "data/benchmarks/fig13.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/figure.py"
+
+
+rule table2:
+    input:
+        ass=rules.diagvib_ass.output.table,
+    output:
+        md="figures/pa/table2.md",
+        csv="figures/pa/table2.csv",
+        tex="figures/pa/table2.tex",
+    params:
+        experiment="diagvib",
+        study=DIAGVIB["studies"]["shift_factor"],
+        envs=DIAGVIB["studies"]["shift_factor"]["splits"]["test"]["envs"],
+        meta=provenance(
+            caption="Table 2: factors of the shift-factor environments (cumulative shifts; CC = "
+            "center-center, LC = lower-center) and the average structural similarity (ASS) of "
+            "each test environment to env0 over paired images",
+            data=f"DiagViB-6 ({config['data']['mnist']['source']} digits, "
+            f"{DIAGVIB['image_size']}px)",
+            n=DIAGVIB["studies"]["shift_factor"]["splits"]["test"]["n"],
+        ),
+    log:
+        "data/logs/table2.log",
+    conda:
+        ENV
+    script:
+        "../scripts/table.py"

@@ -1,0 +1,13 @@
+"""Rule mnist_pools: the configured MNIST source as compact train / val / test digit pools."""
+import numpy as np
+
+from pabench.data.mnist import load_source, save_pools
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    pools = load_source(smk.params.source, smk.params.root)
+    save_pools(pools, smk.output.pools)
+    run.log({f"{name}/size": len(idx) for name, idx in pools.pools.items()})
+    run.log({f"{name}/digit_{d}": int(np.sum(pools.labels[idx] == d))
+             for name, idx in pools.pools.items() for d in range(10)})

@@ -1,0 +1,14 @@
+"""Rule shift_ratio_views: index views mixing env0 with env k at each shift ratio (no copies)."""
+from pabench.data.datasets import load_split
+from pabench.data.shift import shift_ratio_view
+from pabench.io import write_json
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    split = load_split(smk.input.test)
+    n = len(split["env0"])
+    views = {f"{env}/sr={ratio:g}": shift_ratio_view(n, env, float(ratio))
+             for env in split if env != "env0" for ratio in smk.params.ratios}
+    write_json(smk.output.views, {"split": smk.input.test, "n": n, "views": views})
+    run.log({"n_views": len(views)})

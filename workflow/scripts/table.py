@@ -1,0 +1,21 @@
+"""Every table rule: build the table from the rule's inputs and the config, write md/csv/tex."""
+import pandas as pd
+
+from pabench.figures import diagvib
+from pabench.tables import write_table
+from pabench.workflow import job
+
+
+def table2(smk):
+    return diagvib.table2(smk.params.study, list(smk.params.envs), pd.read_csv(smk.input.ass))
+
+
+TABLES = {"table2": table2}
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    meta = dict(smk.params.meta)
+    frame = TABLES[smk.rule](smk)
+    write_table(frame, smk.output.md, smk.output.csv, smk.output.tex, meta.pop("caption"), meta,
+                label=smk.rule)
+    run.log_table(smk.rule, frame.astype(str))
