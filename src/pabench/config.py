@@ -29,8 +29,11 @@ def load(paths) -> dict:
     """The merged configuration of several YAML files (later files override earlier ones)."""
     config: dict = {}
     for path in paths:
-        with open(path) as fh:
-            data = yaml.safe_load(fh) or {}
+        try:
+            with open(path) as fh:
+                data = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML ({err})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping, found {type(data).__name__}")
         config = merge(config, data)

@@ -8,15 +8,20 @@ from pabench.workflow import job
 
 def from_table(draw):
     """A figure drawn from the rule's one input table."""
-    return lambda inputs, outputs, meta: draw(pd.read_csv(inputs.table), outputs, meta)
+    return lambda smk, outputs, meta: draw(pd.read_csv(smk.input.table), outputs, meta)
 
 
-FIGURES = {"fig01": from_table(toy.fig01), "fig02": from_table(toy.fig02), "fig13": diagvib.fig13}
+FIGURES = {
+    "fig01": from_table(toy.fig01),
+    "fig02": from_table(toy.fig02),
+    "fig12": lambda smk, outputs, meta: diagvib.fig12(smk.params.study, outputs, meta),
+    "fig13": lambda smk, outputs, meta: diagvib.fig13(smk.input, outputs, meta),
+}
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     use_style(smk.input.style)
     outputs = (smk.output.pdf, smk.output.png, smk.output.csv)
-    FIGURES[smk.rule](smk.input, outputs, dict(smk.params.meta))
+    FIGURES[smk.rule](smk, outputs, dict(smk.params.meta))
     run.log_table(f"{smk.rule}_data", pd.read_csv(smk.output.csv))
     run.log_image(smk.rule, smk.output.png)

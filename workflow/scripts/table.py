@@ -10,7 +10,11 @@ def table2(smk):
     return diagvib.table2(smk.params.study, list(smk.params.envs), pd.read_csv(smk.input.ass))
 
 
-TABLES = {"table2": table2}
+def table3(smk):
+    return diagvib.table3(smk.params.study)
+
+
+TABLES = {"table2": table2, "table3": table3}
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -44,6 +44,7 @@ class SplitSpec:
     replace: bool
     digits: list
     environments: dict  # env name -> diagvib.Environment
+    label: str = ""  # name in figures and tables
 
     @classmethod
     def from_config(cls, study: str, study_cfg: dict, split: str) -> "SplitSpec":
@@ -58,7 +59,8 @@ class SplitSpec:
                 raise ValueError(f"{where}.envs: unknown environment {env!r}; known: {list(known)}")
         environments = {e: diagvib.Environment.from_config(e, known[e], digits) for e in cfg["envs"]}
         return cls(study, split, cfg["pool"], list(cfg["envs"]), int(cfg["n"]), bool(cfg["paired"]),
-                   int(cfg["seed"]), bool(cfg.get("replace", False)), digits, environments)
+                   int(cfg["seed"]), bool(cfg.get("replace", False)), digits, environments,
+                   cfg.get("label", split))
 
     def instances(self, pools: DigitPools) -> dict:
         """Per environment, the pool indices it renders (checked against the pool's size)."""
@@ -67,12 +69,16 @@ class SplitSpec:
         missing = sorted(set(self.digits) - present)
         if missing:
             raise ValueError(f"{where}: digits {missing} are not in the {pools.source} {self.pool} pool")
+        own = {tuple(e.digits) for e in self.environments.values()}
+        if self.paired and len(own) > 1:
+            raise ValueError(f"{where}: paired environments must show the same digits, got {sorted(own)}")
         candidates = pools.pool(self.pool, self.digits)
         rng = np.random.default_rng([self.seed, 1])
         order = rng.permutation(candidates)
         parts = [order] if self.paired else np.array_split(order, len(self.envs))
         chosen = []
-        for part in parts:
+        for env, part in zip(self.envs, parts):
+            part = part[np.isin(pools.labels[part], self.environments[env].digits)]
             if not self.replace and self.n > len(part):
                 raise ValueError(f"{where}.n: {self.n} samples per environment, but the {self.pool} "
                                  f"pool holds only {len(part)} usable digits"

@@ -69,23 +69,30 @@ def canonical(factor: str, value: str) -> str:
 @dataclass
 class Environment:
     """Factor values of one environment: per factor, the values a sample may take (uniformly),
-    optionally per digit ({digit: [values]}) to build co-occurrence patterns."""
+    optionally per digit ({digit: [values]}); and the digits it shows (a subset of the study's,
+    which builds co-occurrence patterns between digits and environments)."""
 
     name: str
     factors: dict = field(default_factory=dict)
+    digits: list = field(default_factory=list)
 
     @classmethod
     def from_config(cls, name: str, spec: dict, digits) -> "Environment":
+        unknown = set(spec) - set(FACTORS) - {"digits"}
+        if unknown:
+            raise ValueError(f"environment {name!r}: unknown factors {sorted(unknown)}; "
+                             f"known: {list(FACTORS)} (and digits)")
+        own = [int(d) for d in spec.get("digits", digits)]
+        extra = sorted(set(own) - set(int(d) for d in digits))
+        if extra or not own:
+            raise ValueError(f"environment {name!r}: digits {own} must be a non-empty subset of "
+                             f"the study's digits {list(digits)}")
         factors = {}
         for factor in FACTORS:
             if factor not in spec:
                 raise ValueError(f"environment {name!r}: missing factor {factor!r}")
-            factors[factor] = _values(name, factor, spec[factor], digits)
-        unknown = set(spec) - set(FACTORS)
-        if unknown:
-            raise ValueError(f"environment {name!r}: unknown factors {sorted(unknown)}; "
-                             f"known: {list(FACTORS)}")
-        return cls(name, factors)
+            factors[factor] = _values(name, factor, spec[factor], own)
+        return cls(name, factors, own)
 
     def choices(self, factor: str, digit: int) -> list[str]:
         values = self.factors[factor]

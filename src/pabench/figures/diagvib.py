@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..data.datasets import load_split
-from ..data.diagvib import FACTORS, canonical
+from ..data.diagvib import FACTORS, HUES, canonical
 from .common import plt, save_figure
 
 SAMPLES = 6  # columns of Figure 13
@@ -65,3 +65,57 @@ def table2(study: dict, envs: list, ass: pd.DataFrame) -> pd.DataFrame:
         frame[str(k)] = ([_describe(_canonical(f, spec[f])) for f in FACTORS]
                          + [",".join(map(str, study["digits"])), f"{ass_by_env[env]:.3f}"])
     return pd.DataFrame(frame)
+
+
+def cooccurrence(study: dict) -> pd.DataFrame:
+    """Which (hue, digit) pairs the training splits of a study show: one row per setting, hue
+    and digit, `present` 1 or 0 (Figure 12), computed from the config."""
+    from ..data.diagvib import Environment
+
+    rows = []
+    for split, cfg in study["splits"].items():
+        if cfg["pool"] != "train":
+            continue
+        seen = set()
+        for env in cfg["envs"]:
+            e = Environment.from_config(env, study["environments"][env], study["digits"])
+            seen |= {(h, d) for d in e.digits for h in e.choices("hue", d)}
+        hues = sorted({h for h, _ in seen}, key=list(HUES).index)
+        rows += [{"setting": cfg.get("label", split), "hue": h, "digit": d,
+                  "present": int((h, d) in seen)} for h in hues for d in study["digits"]]
+    return pd.DataFrame(rows)
+
+
+def fig12(study: dict, outputs, meta: dict) -> pd.DataFrame:
+    data = cooccurrence(study)
+    settings = list(dict.fromkeys(data.setting))
+    fig, axes = plt.subplots(1, len(settings), figsize=(1.6 * len(settings), 1.9), squeeze=False)
+    for i, (ax, setting) in enumerate(zip(axes[0], settings)):
+        d = data[data.setting == setting]
+        hues, digits = list(dict.fromkeys(d.hue)), list(dict.fromkeys(d.digit))
+        grid = d.pivot(index="hue", columns="digit", values="present").loc[hues, digits]
+        ax.imshow(grid.to_numpy(), cmap="Greys", vmin=0, vmax=1.4)
+        ax.set_xticks(range(len(digits)), [str(x) for x in digits])
+        ax.set_yticks(range(len(hues)), hues if i == 0 else [])
+        ax.set_xlabel("digit (F_P)")
+        ax.set_title(setting)
+        ax.grid(False)
+        for (i, j), v in pd.DataFrame(grid.to_numpy()).stack().items():
+            ax.text(j, i, "x" if v else "", ha="center", va="center", color="w")
+    axes[0, 0].set_ylabel("hue (F_L)")
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
+def table3(study: dict) -> pd.DataFrame:
+    """Every environment of every split of the model-selection study, from the config."""
+    from ..data.diagvib import Environment
+
+    rows = []
+    for split, cfg in study["splits"].items():
+        for k, env in enumerate(cfg["envs"]):
+            e = Environment.from_config(env, study["environments"][env], study["digits"])
+            rows.append({"split": cfg.get("label", split), "env": env,
+                         **{f.capitalize(): _describe(e.factors[f]) for f in FACTORS},
+                         "Shape": ",".join(map(str, e.digits))})
+    return pd.DataFrame(rows)
