@@ -1,0 +1,78 @@
+"""Classifiers for the domain-generalisation experiments: a torchvision backbone (trained from
+scratch unless the user supplies weights) and the authors' head
+Linear-500 / BatchNorm / ReLU / Dropout 0.2 / Linear-256 / ReLU / Linear-K (activations are our
+choice; the authors' code lists the layers only).  `features(x)` gives the 256-d penultimate
+representation (Appendix D, Figure 11)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+BACKBONES = ("cnn", "resnet18", "resnet50")
+
+
+class SmallCNN(nn.Module):
+    """Three conv blocks for the test scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.out_features = 64
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def _backbone(name: str) -> tuple[nn.Module, int]:
+    if name == "cnn":
+        body = SmallCNN()
+        return body, body.out_features
+    from torchvision import models
+
+    net = getattr(models, name)(weights=None)
+    width = net.fc.in_features
+    net.fc = nn.Identity()
+    return net, width
+
+
+class Classifier(nn.Module):
+    def __init__(self, backbone: str, num_classes: int, pretrained: str | None = None):
+        super().__init__()
+        if backbone not in BACKBONES:
+            raise ValueError(f"unknown backbone {backbone!r}; choose one of {BACKBONES}")
+        self.body, width = _backbone(backbone)
+        if pretrained:
+            load_backbone_weights(self.body, pretrained)
+        self.neck = nn.Sequential(nn.Linear(width, 500), nn.BatchNorm1d(500), nn.ReLU(),
+                                  nn.Dropout(0.2), nn.Linear(500, 256), nn.ReLU())
+        self.fc = nn.Linear(256, num_classes)
+
+    def features(self, x):
+        return self.neck(self.body(x))
+
+    def forward(self, x):
+        return self.fc(self.features(x))
+
+
+def load_backbone_weights(body: nn.Module, path) -> None:
+    """ImageNet-pretrained backbone weights from a local state-dict file (never downloaded),
+    loaded with weights_only=True; the classifier layer of the file is ignored."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: pretrained weights not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is the same user error
+        raise ValueError(f"{path}: not a state dict ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not a state dict")
+    state = {k: v for k, v in state.items() if not k.startswith("fc.")}
+    missing, unexpected = body.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if not k.startswith("fc.")]:
+        raise ValueError(f"{path}: does not match the backbone (missing {missing[:3]}, "
+                         f"unexpected {unexpected[:3]})")

@@ -1,0 +1,1 @@
+"""Training: objectives (ERM, IRM, LISA) and the epoch loop with validation PA."""

@@ -1,0 +1,186 @@
+"""The training loop of the domain-generalisation experiments.
+
+Each step takes one minibatch from every training environment (Adam, lr and batch size from the
+settings).  After every epoch the model predicts the validation pair; validation accuracy (both
+environments pooled) and PA between the pair (exact solver) are recorded, and three checkpoints
+are kept: the best-accuracy epoch, the best-PA epoch and the last epoch (state dicts, loadable
+with weights_only=True).  Seeded; deterministic on CPU.
+"""
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..io import atomic_path
+from ..metrics import posterior_agreement
+from ..models import BACKBONES, Classifier
+from .algorithms import ALGORITHMS, irm_penalty, irm_weight, lisa_mix, soft_cross_entropy
+
+log = logging.getLogger("pabench.training")
+CHECKPOINTS = ("best_acc", "best_pa", "last")
+
+
+@dataclass
+class TrainSettings:
+    algorithm: str
+    backbone: str
+    epochs: int
+    lr: float
+    batch_size: int
+    seed: int = 0
+    irm_weight: float = 1.0
+    irm_anneal_epochs: int = 0
+    lisa_alpha: float = 2.0
+    lisa_p_same_label: float = 0.75
+    lisa_mix: str = "mixup"
+    pretrained: str | None = None
+    device: str = "auto"  # auto: cuda when available
+
+
+def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) -> None:
+    """Refuse a bad configuration before any training, naming the problem."""
+    if settings.algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {settings.algorithm!r}; choose one of {ALGORITHMS}")
+    if settings.backbone not in BACKBONES:
+        raise ValueError(f"unknown backbone {settings.backbone!r}; choose one of {BACKBONES}")
+    if settings.lisa_mix not in ("mixup", "cutmix"):
+        raise ValueError(f"unknown LISA mix {settings.lisa_mix!r}; choose mixup or cutmix")
+    if len(val_envs) != 2:
+        raise ValueError(f"validation needs a pair of environments, got {list(val_envs)}")
+    for name, env in train_envs.items():
+        if len(env) < settings.batch_size:
+            raise ValueError(f"training environment {name!r} has {len(env)} samples, fewer than "
+                             f"one batch ({settings.batch_size})")
+
+
+def to_input(images: np.ndarray, device) -> torch.Tensor:
+    """uint8 images (n, 3, S, S) as floats in [-1, 1]."""
+    return torch.as_tensor(np.asarray(images), device=device).float().div_(127.5).sub_(1.0)
+
+
+@torch.no_grad()
+def predict(model, images, device, batch: int = 256, features: bool = False) -> np.ndarray:
+    model.eval()
+    out = []
+    for lo in range(0, len(images), batch):
+        x = to_input(images[lo:lo + batch], device)
+        out.append((model.features(x) if features else model(x)).float().cpu().numpy())
+    return np.concatenate(out)
+
+
+def select_epochs(history: pd.DataFrame) -> dict:
+    """Epochs (1-based) selected by maximal validation accuracy, maximal validation PA (first on
+    ties) and the last one."""
+    acc = int(history.epoch.iloc[int(np.argmax(history.val_acc.to_numpy()))])
+    pa = int(history.epoch.iloc[int(np.argmax(history.val_logpa.to_numpy()))])
+    return {"best_acc": acc, "best_pa": pa, "last": int(history.epoch.iloc[-1])}
+
+
+def save_checkpoint(model, path, epoch: int, settings: TrainSettings, classes) -> None:
+    state = {"state_dict": model.state_dict(), "epoch": epoch, "classes": list(map(int, classes)),
+             "backbone": settings.backbone}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path, device="cpu"):
+    """A model and its checkpoint record (weights_only: no pickled code can run)."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=device, weights_only=True)
+        model = Classifier(state["backbone"], len(state["classes"]))
+        model.load_state_dict(state["state_dict"])
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{path}: not a pabench checkpoint ({type(err).__name__}: {err})") from None
+    return model.to(device).eval(), state
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tracker=None,
+          progress: bool = False) -> pd.DataFrame:
+    """Train, validate every epoch, keep the three checkpoints in out_dir; returns the history."""
+    check_settings(settings, train_envs, val_envs)
+    device = _device(settings.device)
+    torch.manual_seed(settings.seed)
+    gen = torch.Generator().manual_seed(settings.seed)
+    envs = list(train_envs.values())
+    classes = np.unique(np.concatenate([e.labels for e in envs]))
+    index = {c: i for i, c in enumerate(classes)}
+    model = Classifier(settings.backbone, len(classes), settings.pretrained).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    val0, val1 = val_envs.values()
+    val_y = [np.vectorize(index.get)(v.labels) for v in (val0, val1)]
+    steps = min(len(e) // settings.batch_size for e in envs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows, best_acc, best_pa = [], -np.inf, -np.inf
+    for epoch in range(settings.epochs):
+        model.train()
+        orders = [torch.randperm(len(e), generator=gen).numpy() for e in envs]
+        total, wait, start = 0.0, 0.0, time.perf_counter()
+        for step in tqdm(range(steps), desc=f"{settings.algorithm} epoch {epoch + 1}", disable=not progress,
+                         mininterval=2.0):
+            t0 = time.perf_counter()
+            xs, ys = [], []
+            for env, order in zip(envs, orders):
+                idx = np.sort(order[step * settings.batch_size:(step + 1) * settings.batch_size])
+                xs.append(to_input(env.images[idx], device))
+                ys.append(torch.as_tensor(np.vectorize(index.get)(env.labels[idx]), device=device))
+            wait += time.perf_counter() - t0
+            loss = _loss(settings, model, xs, ys, len(classes), epoch, gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += float(loss)
+        elapsed = time.perf_counter() - start
+        logits = [predict(model, v.images, device) for v in (val0, val1)]
+        accs = [float((lg.argmax(1) == y).mean()) for lg, y in zip(logits, val_y)]
+        pa = posterior_agreement(logits[0], logits[1])
+        row = {"epoch": epoch + 1, "train_loss": total / max(steps, 1),
+               "val_acc": float(np.mean(accs)), "val_acc_0": accs[0], "val_acc_1": accs[1],
+               "val_logpa": pa.logpa, "val_pa": pa.pa, "val_beta": pa.beta,
+               "images_per_s": steps * settings.batch_size * len(envs) / max(elapsed, 1e-9),
+               "data_wait_fraction": wait / max(elapsed, 1e-9)}
+        rows.append(row)
+        log.info("epoch %d: %s", epoch + 1, {k: round(v, 4) for k, v in row.items()})
+        if tracker is not None:
+            tracker.log(row)
+        if row["val_acc"] > best_acc:
+            best_acc = row["val_acc"]
+            save_checkpoint(model, out_dir / "best_acc.pt", epoch + 1, settings, classes)
+        if row["val_logpa"] > best_pa:
+            best_pa = row["val_logpa"]
+            save_checkpoint(model, out_dir / "best_pa.pt", epoch + 1, settings, classes)
+        save_checkpoint(model, out_dir / "last.pt", epoch + 1, settings, classes)
+    history = pd.DataFrame(rows)
+    history.attrs["settings"] = asdict(settings)
+    return history
+
+
+def _loss(settings, model, xs, ys, num_classes, epoch, gen):
+    if settings.algorithm == "lisa":
+        mixed = lisa_mix([x.cpu() for x in xs], [y.cpu() for y in ys], num_classes, gen,
+                         settings.lisa_alpha, settings.lisa_p_same_label, settings.lisa_mix)
+        device = xs[0].device
+        return soft_cross_entropy(model(mixed.x.to(device)), mixed.y.to(device))
+    logits = model(torch.cat(xs)).split([len(x) for x in xs])
+    risks = [F.cross_entropy(lg, y) for lg, y in zip(logits, ys)]
+    loss = torch.stack(risks).mean()
+    if settings.algorithm == "irm":
+        weight = irm_weight(epoch, settings.irm_weight, settings.irm_anneal_epochs)
+        loss = loss + weight * torch.stack([irm_penalty(lg, y) for lg, y in zip(logits, ys)]).mean()
+    return loss
