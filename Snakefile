@@ -27,12 +27,14 @@ validate(config, SCHEMA)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/diagvib.smk"
+include: "workflow/rules/dg.smk"
 
 
 rule all:
     input:
         figure_files("pa", "fig01"),
         figure_files("pa", "fig02"),
+        figure_files("pa", "fig07"),
         figure_files("pa", "fig12"),
         figure_files("pa", "fig13"),
         table_files("pa", "table2"),

@@ -126,3 +126,27 @@ def test_a_checkpoint_that_is_not_a_state_dict_is_refused(tmp_path):
     torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a pabench checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+
+
+def test_shift_ratio_pa_on_known_scores():
+    """env1 scores equal env0's (no shift): exact PA is 0 at every SR and AFR_P is 1; env2 flips
+    every prediction: at SR = 1 AFR_P is 0 and the exact PA falls to beta = 0 (-N log K)."""
+    from pabench.dg import shift_ratio_pa
+
+    rng = np.random.default_rng(0)
+    n = 40
+    a = rng.normal(size=(n, 2)) * 3
+    labels = np.where(a[:, 1] > a[:, 0], 9, 4)
+    scores = {"env0": a, "env0/labels": labels, "env1": a.copy(), "env1/labels": labels,
+              "env2": a[:, ::-1].copy(), "env2/labels": labels}
+    table = shift_ratio_pa(scores, [4, 9], [0.5, 1.0], pa_epochs=5,
+                           adam={"lr": 0.1, "batch_size": 16, "beta0": 1.0})
+    assert len(table) == 4
+    same = table[table.env == "env1"]
+    assert (same.logpa_exact == 0).all() and (same.afr_pred == 1).all() and (same.afr_true == 1).all()
+    flipped = table[(table.env == "env2") & (table.shift_ratio == 1.0)].iloc[0]
+    assert flipped.afr_pred == 0 and flipped.afr_true == 0
+    assert flipped.logpa_exact == pytest.approx(-n * math.log(2))
+    half = table[(table.env == "env2") & (table.shift_ratio == 0.5)].iloc[0]
+    assert half.afr_pred == 0.5
+    assert (table.logpa_adam <= table.logpa_exact + 1e-9).all()

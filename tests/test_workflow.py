@@ -1,5 +1,5 @@
 """The Snakemake workflow, run for real at test scale, and its W&B runs read back."""
-from pathlib import Path
+import re
 
 import pandas as pd
 import pytest
@@ -9,12 +9,14 @@ from pabench.tracking import offline_runs
 
 TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig12", "fig13") for ext in (".pdf", ".png", ".csv")]
+FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig12", "fig13")
+            for ext in (".pdf", ".png", ".csv")]
            + [f"figures/pa/{name}{ext}" for name in ("table2", "table3") for ext in (".md", ".csv", ".tex")])
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
           "mnist_pools": "mnist", "diagvib_split": "diagvib", "diagvib_ass": "diagvib",
           "shift_ratio_views": "diagvib", "fig12": "diagvib", "fig13": "diagvib", "table2": "diagvib",
-          "table3": "diagvib"}
+          "table3": "diagvib", "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
+          "fig07": "dg"}
 
 pytestmark = pytest.mark.workflow
 
@@ -51,16 +53,18 @@ def test_figure_csv_holds_the_plotted_numbers(ran):
     pd.testing.assert_series_equal(plotted.sort_index(), exact.sort_index(), check_names=False)
 
 
+def _jobs_run(output: str) -> int:
+    """The total of Snakemake's job-stats table (rule all included)."""
+    totals = re.findall(r"^total\s+(\d+)\s*$", output, flags=re.M)
+    return int(totals[-1])
+
+
 def test_each_job_logged_its_own_metrics_to_wandb(ran):
-    root, _ = ran
+    root, proc = ran
     all_runs = offline_runs(root / "data/wandb")
     runs = {r["job_type"]: r for r in all_runs}
     assert set(runs) == set(GROUPS)
-    from pabench import config
-
-    cfg = config.load([root / "config.yaml", root / "workflow/config/test.yaml"])
-    n_splits = sum(len(s["splits"]) for s in cfg["diagvib"]["studies"].values())
-    assert len(all_runs) == len(GROUPS) - 1 + n_splits  # one diagvib_split job per split
+    assert len(all_runs) == _jobs_run(proc.stdout + proc.stderr) - 1  # every job but `all`
     for run in all_runs:
         job_type = run["job_type"]
         assert run["group"] == GROUPS[job_type] and run["project"] == "pabench"
@@ -83,7 +87,11 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert runs["toy_bernoulli"]["metrics"]["random/exact/mean_pa"] == pytest.approx(random_exact, rel=1e-9)
     assert runs["toy_bernoulli"]["media"]["bernoulli"] == "table-file"
 
-    for fig in ("fig01", "fig02", "fig12", "fig13"):
+    history = pd.read_csv(root / "data/models/shift_factor/irm-s0/history.csv")
+    irm = next(r for r in all_runs if r["name"] == "train_dg-algorithm=irm-seed=0")
+    assert irm["metrics"]["val_logpa"] == pytest.approx(history.val_logpa.iloc[-1], rel=1e-9)
+    assert irm["config"]["dg"]["backbone"] == "cnn"
+    for fig in ("fig01", "fig02", "fig07", "fig12", "fig13"):
         assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
@@ -109,7 +117,8 @@ def test_style_change_reruns_only_figures(ran):
     proc = run_snakemake(root, "-n", *TEST)
     planned = proc.stdout
     assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
-    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2", "table3"):
+    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2", "table3",
+                 "train_dg", "dg_scores", "dg_pa"):
         assert f"rule {rule}:" not in planned
 
 

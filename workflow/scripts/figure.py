@@ -1,7 +1,7 @@
 """Every figure rule: draw from the rule's inputs with the shared style, log to W&B."""
 import pandas as pd
 
-from pabench.figures import diagvib, toy
+from pabench.figures import dg, diagvib, toy
 from pabench.figures.common import use_style
 from pabench.workflow import job
 
@@ -14,6 +14,7 @@ def from_table(draw):
 FIGURES = {
     "fig01": from_table(toy.fig01),
     "fig02": from_table(toy.fig02),
+    "fig07": from_table(dg.fig07),
     "fig12": lambda smk, outputs, meta: diagvib.fig12(smk.params.study, outputs, meta),
     "fig13": lambda smk, outputs, meta: diagvib.fig13(smk.input, outputs, meta),
 }

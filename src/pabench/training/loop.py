@@ -64,7 +64,7 @@ def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) ->
 
 def to_input(images: np.ndarray, device) -> torch.Tensor:
     """uint8 images (n, 3, S, S) as floats in [-1, 1]."""
-    return torch.as_tensor(np.asarray(images), device=device).float().div_(127.5).sub_(1.0)
+    return torch.from_numpy(np.array(images)).to(device).float().div_(127.5).sub_(1.0)
 
 
 @torch.no_grad()
@@ -104,7 +104,7 @@ def load_checkpoint(path, device="cpu"):
     return model.to(device).eval(), state
 
 
-def _device(name: str) -> torch.device:
+def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
@@ -114,7 +114,7 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
           progress: bool = False) -> pd.DataFrame:
     """Train, validate every epoch, keep the three checkpoints in out_dir; returns the history."""
     check_settings(settings, train_envs, val_envs)
-    device = _device(settings.device)
+    device = resolve_device(settings.device)
     torch.manual_seed(settings.seed)
     gen = torch.Generator().manual_seed(settings.seed)
     envs = list(train_envs.values())
@@ -145,7 +145,7 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total += float(loss)
+            total += loss.item()
         elapsed = time.perf_counter() - start
         logits = [predict(model, v.images, device) for v in (val0, val1)]
         accs = [float((lg.argmax(1) == y).mean()) for lg, y in zip(logits, val_y)]

@@ -1,0 +1,59 @@
+"""The domain-generalisation experiments (PA paper, Section 4.2): training settings from the
+config, test-set scores of trained models, and PA / AFR on the shift-ratio datasets (Figure 7)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .data.shift import shift_ratio_view
+from .metrics import afr_pred, afr_true, posterior_agreement
+from .training.loop import TrainSettings, predict
+
+
+def settings(dg: dict, algorithm: str, seed: int) -> TrainSettings:
+    return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=dg["epochs"], lr=dg["lr"],
+                         batch_size=dg["batch_size"], seed=seed, irm_weight=dg["irm"]["weight"],
+                         irm_anneal_epochs=dg["irm"]["anneal_epochs"], lisa_alpha=dg["lisa"]["alpha"],
+                         lisa_p_same_label=dg["lisa"]["p_same_label"], lisa_mix=dg["lisa"]["mix"],
+                         pretrained=dg.get("pretrained"), device=dg["device"])
+
+
+def split_scores(model, split: dict, device) -> dict:
+    """Logits and labels of every environment of a loaded split: {env: logits, env/labels: labels}."""
+    out = {}
+    for env, data in split.items():
+        out[env] = predict(model, data.images, device)
+        out[f"{env}/labels"] = data.labels
+    return out
+
+
+def _view(scores: dict, view: list[dict], key: str = "") -> np.ndarray:
+    return np.concatenate([scores[p["env"] + key][p["start"]:p["stop"]] for p in view])
+
+
+def shift_ratio_pa(scores: dict, classes, ratios, pa_epochs: int, adam: dict, seed: int = 0) -> pd.DataFrame:
+    """PA between env0 and every shift-ratio view of env1..env5 (exact and adam solvers, the
+    adam ones stacked), with AFR_T (accuracy on the view) and AFR_P (agreement with env0)."""
+    envs = [e for e in scores if "/" not in e and e != "env0"]
+    n = len(scores["env0"])
+    index = {c: i for i, c in enumerate(classes)}
+    labels = np.vectorize(index.get)(scores["env0/labels"])
+    cases, b_stack = [], []
+    for k, env in enumerate(envs, start=1):
+        for ratio in ratios:
+            view = shift_ratio_view(n, env, float(ratio))
+            cases.append({"env": env, "n_shift_factors": k, "shift_ratio": float(ratio)})
+            b_stack.append(_view(scores, view))
+    a = scores["env0"]
+    b = np.stack(b_stack)
+    a_stack = np.broadcast_to(a, b.shape)
+    exact = posterior_agreement(a_stack, b, solver="exact")
+    fitted = posterior_agreement(a_stack, b, solver="adam", epochs=pa_epochs, lr=adam["lr"],
+                                 batch_size=adam["batch_size"], beta0=adam["beta0"], seed=seed)
+    rows = []
+    for j, case in enumerate(cases):
+        rows.append({**case, "logpa_adam": float(fitted.logpa[j]), "beta_adam": float(fitted.beta[j]),
+                     "adam_epoch": int(fitted.epoch[j]), "logpa_exact": float(exact.logpa[j]),
+                     "beta_exact": float(exact.beta[j]), "afr_true": afr_true(b[j], labels),
+                     "afr_pred": afr_pred(a, b[j]), "accuracy_env0": afr_true(a, labels), "n": n})
+    return pd.DataFrame(rows)
