@@ -37,6 +37,7 @@ rule all:
         figure_files("pa", "fig07"),
         figure_files("pa", "fig12"),
         figure_files("pa", "fig13"),
+        table_files("pa", "table1"),
         table_files("pa", "table2"),
         table_files("pa", "table3"),
         rules.shift_ratio_views.output.views,

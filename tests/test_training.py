@@ -150,3 +150,18 @@ def test_shift_ratio_pa_on_known_scores():
     half = table[(table.env == "env2") & (table.shift_ratio == 0.5)].iloc[0]
     assert half.afr_pred == 0.5
     assert (table.logpa_adam <= table.logpa_exact + 1e-9).all()
+
+
+def test_table1_from_known_selection_results():
+    from pabench.dg import table1
+
+    rows = []
+    for seed, (acc, pa) in enumerate([(0.50, 0.60), (0.70, 0.60)]):
+        for env in ("test_1", "test_2"):
+            rows.append({"setting": "ZGO", "algorithm": "irm", "seed": seed, "env": env,
+                         "acc_best_acc": acc, "acc_best_pa": pa})
+    table = table1(pd.DataFrame(rows), ["ZGO", "ZSO"], ["test_1", "test_2"])
+    assert len(table) == 1  # ZSO has no results
+    row = table.iloc[0]
+    assert row["Test 1 acc"] == "60.0" and row["Test 1 diff"] == "+0.0" and row["Test 1 std"] == "10.0"
+    assert row.seeds == 2 and row.algorithm == "IRM"

@@ -11,12 +11,13 @@ TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
 FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig12", "fig13")
             for ext in (".pdf", ".png", ".csv")]
-           + [f"figures/pa/{name}{ext}" for name in ("table2", "table3") for ext in (".md", ".csv", ".tex")])
+           + [f"figures/pa/{name}{ext}" for name in ("table1", "table2", "table3") for ext in (".md", ".csv", ".tex")])
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
           "mnist_pools": "mnist", "diagvib_split": "diagvib", "diagvib_ass": "diagvib",
           "shift_ratio_views": "diagvib", "fig12": "diagvib", "fig13": "diagvib", "table2": "diagvib",
           "table3": "diagvib", "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
-          "fig07": "dg"}
+          "fig07": "dg", "train_ms": "model_selection", "ms_eval": "model_selection",
+          "ms_table": "model_selection", "table1": "model_selection"}
 
 pytestmark = pytest.mark.workflow
 
@@ -91,6 +92,12 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     irm = next(r for r in all_runs if r["name"] == "train_dg-algorithm=irm-seed=0")
     assert irm["metrics"]["val_logpa"] == pytest.approx(history.val_logpa.iloc[-1], rel=1e-9)
     assert irm["config"]["dg"]["backbone"] == "cnn"
+    selection = pd.read_csv(root / "data/results/model_selection.csv")
+    zgo = selection[(selection.setting == "ZGO") & (selection.env == "test_5")].iloc[0]
+    ms = next(r for r in all_runs if r["name"] == "ms_eval-setting=train_zgo-algorithm=irm-seed=0")
+    assert ms["metrics"]["test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
+    table1 = pd.read_csv(root / "figures/pa/table1.csv")
+    assert list(table1.setting) == ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"]
     for fig in ("fig01", "fig02", "fig07", "fig12", "fig13"):
         assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
@@ -117,8 +124,8 @@ def test_style_change_reruns_only_figures(ran):
     proc = run_snakemake(root, "-n", *TEST)
     planned = proc.stdout
     assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
-    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table2", "table3",
-                 "train_dg", "dg_scores", "dg_pa"):
+    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table1", "table2",
+                 "table3", "train_dg", "dg_scores", "dg_pa", "train_ms", "ms_eval"):
         assert f"rule {rule}:" not in planned
 
 

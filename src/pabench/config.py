@@ -93,4 +93,9 @@ def _semantic_errors(config: dict) -> list[str]:
                 SplitSpec.from_config(study, cfg, split)
             except ValueError as err:
                 errors.append(f"{where}.splits.{split}: {err}")
+    ms = config.get("dg", {}).get("model_selection")
+    study = config.get("diagvib", {}).get("studies", {}).get("model_selection")
+    if ms and study is not None and ms["validation"] not in study.get("splits", {}):
+        errors.append(f"dg.model_selection.validation: no split {ms['validation']!r} in "
+                      f"diagvib.studies.model_selection.splits ({list(study.get('splits', {}))})")
     return errors

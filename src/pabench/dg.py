@@ -10,8 +10,8 @@ from .metrics import afr_pred, afr_true, posterior_agreement
 from .training.loop import TrainSettings, predict
 
 
-def settings(dg: dict, algorithm: str, seed: int) -> TrainSettings:
-    return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=dg["epochs"], lr=dg["lr"],
+def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None) -> TrainSettings:
+    return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs or dg["epochs"], lr=dg["lr"],
                          batch_size=dg["batch_size"], seed=seed, irm_weight=dg["irm"]["weight"],
                          irm_anneal_epochs=dg["irm"]["anneal_epochs"], lisa_alpha=dg["lisa"]["alpha"],
                          lisa_p_same_label=dg["lisa"]["p_same_label"], lisa_mix=dg["lisa"]["mix"],
@@ -56,4 +56,39 @@ def shift_ratio_pa(scores: dict, classes, ratios, pa_epochs: int, adam: dict, se
                      "adam_epoch": int(fitted.epoch[j]), "logpa_exact": float(exact.logpa[j]),
                      "beta_exact": float(exact.beta[j]), "afr_true": afr_true(b[j], labels),
                      "afr_pred": afr_pred(a, b[j]), "accuracy_env0": afr_true(a, labels), "n": n})
+    return pd.DataFrame(rows)
+
+
+def selected_accuracy(models: dict, split: dict, device) -> pd.DataFrame:
+    """Test accuracy of each selected checkpoint ({"best_acc": (model, state), ...}) on every
+    environment of a loaded test split."""
+    rows = []
+    for env, data in split.items():
+        row = {"env": env}
+        for name, (model, state) in models.items():
+            pred = np.array(state["classes"])[predict(model, data.images, device).argmax(1)]
+            row[f"acc_{name}"] = float((pred == data.labels).mean())
+            row[f"epoch_{name}"] = int(state["epoch"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table1(results: pd.DataFrame, settings_order, tests) -> pd.DataFrame:
+    """Table 1: per algorithm and co-occurrence setting, the test accuracy (%) of the epoch
+    selected by validation accuracy and the difference PA-selected minus accuracy-selected, as
+    mean over seeds with their spread (std)."""
+    results = results.assign(diff=results.acc_best_pa - results.acc_best_acc)
+    rows = []
+    for algorithm in dict.fromkeys(results.algorithm):
+        for setting in settings_order:
+            d = results[(results.algorithm == algorithm) & (results.setting == setting)]
+            if d.empty:
+                continue
+            row = {"algorithm": algorithm.upper(), "setting": setting, "seeds": d.seed.nunique()}
+            for k, env in enumerate(tests, start=1):
+                e = d[d.env == env]
+                row[f"Test {k} acc"] = f"{100 * e.acc_best_acc.mean():.1f}"
+                row[f"Test {k} diff"] = f"{100 * e['diff'].mean():+.1f}"
+                row[f"Test {k} std"] = f"{100 * e['diff'].std(ddof=0):.1f}"
+            rows.append(row)
     return pd.DataFrame(rows)

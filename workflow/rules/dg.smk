@@ -2,6 +2,7 @@
 # test-set scores, PA and AFR on the shift-ratio datasets, Figure 7.
 DG = config["dg"]
 DG_RUNS = [f"{a}-s{s}" for a in DG["algorithms"] for s in DG["seeds"]]
+TRAIN_THREADS = DG.get("threads") or workflow.cores
 
 
 rule train_dg:
@@ -19,7 +20,7 @@ rule train_dg:
     wildcard_constraints:
         algorithm="[a-z]+",
         seed=r"\d+",
-    threads: workflow.cores
+    threads: TRAIN_THREADS
     log:
         "data/logs/train_dg/{algorithm}-s{seed}.log",
     benchmark:
@@ -117,3 +118,106 @@ rule fig07:
         ENV
     script:
         "../scripts/figure.py"
+
+
+MS = DG["model_selection"]
+MS_STUDY = DIAGVIB["studies"]["model_selection"]
+MS_SETTINGS = [s for s, c in MS_STUDY["splits"].items() if c["pool"] == "train"]
+MS_RUNS = [f"{setting}/{a}-s{s}" for setting in MS_SETTINGS for a in MS["algorithms"] for s in DG["seeds"]]
+
+
+rule train_ms:
+    input:
+        train=split_dir("model_selection", "{setting}"),
+        val=split_dir("model_selection", MS["validation"]),
+    output:
+        best_acc="data/models/model_selection/{setting}/{algorithm}-s{seed}/best_acc.pt",
+        best_pa="data/models/model_selection/{setting}/{algorithm}-s{seed}/best_pa.pt",
+        last="data/models/model_selection/{setting}/{algorithm}-s{seed}/last.pt",
+        history="data/models/model_selection/{setting}/{algorithm}-s{seed}/history.csv",
+    params:
+        experiment="model_selection",
+        dg=DG,
+        epochs=MS["epochs"],
+    wildcard_constraints:
+        setting="[a-z0-9_]+",
+        algorithm="[a-z]+",
+        seed=r"\d+",
+    threads: TRAIN_THREADS
+    log:
+        "data/logs/train_ms/{setting}-{algorithm}-s{seed}.log",
+    benchmark:
+        "data/benchmarks/train_ms/{setting}-{algorithm}-s{seed}.tsv"
+    conda:
+        ENV
+    script:
+        "../scripts/train_dg.py"
+
+
+rule ms_eval:
+    input:
+        best_acc=rules.train_ms.output.best_acc,
+        best_pa=rules.train_ms.output.best_pa,
+        test=split_dir("model_selection", "test"),
+    output:
+        table="data/results/model_selection/{setting}/{algorithm}-s{seed}.csv",
+    params:
+        experiment="model_selection",
+        device=DG["device"],
+        label=lambda wc: MS_STUDY["splits"][wc.setting].get("label", wc.setting),
+    wildcard_constraints:
+        setting="[a-z0-9_]+",
+        algorithm="[a-z]+",
+        seed=r"\d+",
+    log:
+        "data/logs/ms_eval/{setting}-{algorithm}-s{seed}.log",
+    conda:
+        ENV
+    script:
+        "../scripts/ms_eval.py"
+
+
+rule ms_table:
+    input:
+        tables=expand("data/results/model_selection/{run}.csv", run=MS_RUNS),
+    output:
+        table="data/results/model_selection.csv",
+    params:
+        experiment="model_selection",
+    log:
+        "data/logs/ms_table.log",
+    conda:
+        ENV
+    script:
+        "../scripts/concat_tables.py"
+
+
+rule table1:
+    input:
+        results=rules.ms_table.output.table,
+    output:
+        md="figures/pa/table1.md",
+        csv="figures/pa/table1.csv",
+        tex="figures/pa/table1.tex",
+    params:
+        experiment="model_selection",
+        settings=[MS_STUDY["splits"][s].get("label", s) for s in MS_SETTINGS],
+        tests=MS_STUDY["splits"]["test"]["envs"],
+        meta=provenance(
+            caption="Table 1: model selection with in-distribution validation: test accuracy (%) "
+            "on Test 1..5 of the epoch selected by validation accuracy, and the difference "
+            "PA-selected minus accuracy-selected (with its std over seeds)",
+            data=f"DiagViB-6 model-selection study ({config['data']['mnist']['source']} digits, "
+            f"{DIAGVIB['image_size']}px)",
+            backbone=DG["backbone"],
+            epochs=MS["epochs"],
+            validation=MS["validation"],
+            solver="exact",
+            seeds=DG["seeds"],
+        ),
+    log:
+        "data/logs/table1.log",
+    conda:
+        ENV
+    script:
+        "../scripts/table.py"

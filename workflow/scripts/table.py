@@ -14,7 +14,13 @@ def table3(smk):
     return diagvib.table3(smk.params.study)
 
 
-TABLES = {"table2": table2, "table3": table3}
+def table1(smk):
+    from pabench import dg
+
+    return dg.table1(pd.read_csv(smk.input.results), smk.params.settings, smk.params.tests)
+
+
+TABLES = {"table1": table1, "table2": table2, "table3": table3}
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

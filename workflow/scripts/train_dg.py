@@ -1,4 +1,4 @@
-"""Rule train_dg: train one algorithm on the shift-factor study's env0/env1, validating every epoch."""
+"""Rules train_dg and train_ms: train one algorithm on a training split, validating every epoch."""
 import torch
 
 from pabench import dg
@@ -10,7 +10,8 @@ from pabench.workflow import job
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     torch.set_num_threads(max(1, smk.threads))
-    settings = dg.settings(smk.params.dg, smk.wildcards.algorithm, int(smk.wildcards.seed))
+    settings = dg.settings(smk.params.dg, smk.wildcards.algorithm, int(smk.wildcards.seed),
+                           epochs=smk.params.get("epochs"))
     out_dir = smk.output.last.rsplit("/", 1)[0]
     history = train(settings, load_split(smk.input.train), load_split(smk.input.val), out_dir,
                     tracker=run, progress=True)
