@@ -17,3 +17,4 @@ test: env
 bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_pa.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_diagvib.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_training.py

@@ -35,6 +35,8 @@ rule all:
         figure_files("pa", "fig01"),
         figure_files("pa", "fig02"),
         figure_files("pa", "fig07"),
+        figure_files("pa", "fig08"),
+        figure_files("pa", "fig11"),
         figure_files("pa", "fig12"),
         figure_files("pa", "fig13"),
         table_files("pa", "table1"),

@@ -165,3 +165,22 @@ def test_table1_from_known_selection_results():
     row = table.iloc[0]
     assert row["Test 1 acc"] == "60.0" and row["Test 1 diff"] == "+0.0" and row["Test 1 std"] == "10.0"
     assert row.seeds == 2 and row.algorithm == "IRM"
+
+
+def test_confidence_stage_epochs_and_principal_component():
+    from pabench.dg import confidence, principal_component, stage_epochs
+
+    scores = {"env0": np.array([[0.0, 0.0], [10.0, 0.0]]), "env1": np.array([[0.0, 50.0], [0.0, 50.0]])}
+    conf = confidence(scores, ["env0", "env1"])
+    assert conf.confidence.tolist() == pytest.approx([(0.5 + 1 / (1 + np.exp(-10))) / 2, 1.0])
+    assert stage_epochs(10) == [1, 5, 10] and stage_epochs(1) == [1] and stage_epochs(2) == [1, 2]
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=8)
+    t = rng.normal(size=20)
+    f0 = np.outer(t, direction) + 0.01 * rng.normal(size=(20, 8))
+    f1 = np.outer(t + 5, direction) + 0.01 * rng.normal(size=(20, 8))
+    p0, p1 = principal_component(f0, f1)
+    assert max(np.abs(p0).max(), np.abs(p1).max()) == pytest.approx(1.0)
+    # the two sets are separated along the main direction (a large cross-domain shift)
+    assert abs(p0.mean() - p1.mean()) > 0.5
+    assert abs(np.corrcoef(p0, t)[0, 1]) > 0.99

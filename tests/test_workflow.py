@@ -9,7 +9,7 @@ from pabench.tracking import offline_runs
 
 TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig12", "fig13")
+FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13")
             for ext in (".pdf", ".png", ".csv")]
            + [f"figures/pa/{name}{ext}" for name in ("table1", "table2", "table3") for ext in (".md", ".csv", ".tex")])
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
@@ -17,7 +17,7 @@ GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02"
           "shift_ratio_views": "diagvib", "fig12": "diagvib", "fig13": "diagvib", "table2": "diagvib",
           "table3": "diagvib", "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
           "fig07": "dg", "train_ms": "model_selection", "ms_eval": "model_selection",
-          "ms_table": "model_selection", "table1": "model_selection"}
+          "ms_table": "model_selection", "table1": "model_selection", "fig08": "dg", "fig11": "dg"}
 
 pytestmark = pytest.mark.workflow
 
@@ -98,7 +98,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert ms["metrics"]["test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
     table1 = pd.read_csv(root / "figures/pa/table1.csv")
     assert list(table1.setting) == ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"]
-    for fig in ("fig01", "fig02", "fig07", "fig12", "fig13"):
+    for fig in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13"):
         assert runs[fig]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[fig]["artifacts"] for f in art["files"]}
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
@@ -156,11 +156,24 @@ def test_dry_run_at_every_scale(workdir, overlay):
      " paired: true, seed: 1}\n", "diagvib.studies.shift_factor.splits.val: diagvib.studies.shift_factor.splits.val.envs:"
      " unknown environment 'env7'"),
     ("data:\n  mnist:\n    source: kaggle\n", "key 'data.mnist.source': 'kaggle' is not one of"),
+    ("dg:\n  algorithms: [erm, dro]\n", "key 'dg.algorithms.1': 'dro' is not one of"),
+    ("dg:\n  backbone: vgg16\n", "key 'dg.backbone': 'vgg16' is not one of"),
+    ("dg:\n  batch_size: 1000\n", "diagvib.studies.shift_factor.splits.train.n: 320 samples per training "
+     "environment, fewer than one batch (dg.batch_size = 1000)"),
 ])
 def test_bad_config_is_rejected_by_name_before_any_job(workdir, overlay, message):
+    # A dry run: a config wrongly accepted then fails the exit-code check quickly instead of
+    # running the whole workflow.
     (workdir / "bad.yaml").write_text(overlay)
-    proc = run_snakemake(workdir, "--cores", "1", "--configfile", "bad.yaml", check=False)
+    proc = run_snakemake(workdir, "-n", "--configfile", "bad.yaml", check=False)
     assert proc.returncode != 0
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_rejected_config_runs_nothing(workdir):
+    (workdir / "bad.yaml").write_text("toy:\n  bernoulli:\n    typo_key: 1\n")
+    proc = run_snakemake(workdir, "--cores", "1", "--configfile", "workflow/config/test.yaml",
+                         "--configfile", "bad.yaml", check=False)
+    assert proc.returncode != 0 and "unknown key 'toy.bernoulli.typo_key'" in proc.stderr
     assert not (workdir / "data").exists() and not (workdir / "figures").exists()

@@ -93,6 +93,16 @@ def _semantic_errors(config: dict) -> list[str]:
                 SplitSpec.from_config(study, cfg, split)
             except ValueError as err:
                 errors.append(f"{where}.splits.{split}: {err}")
+    dg = config.get("dg", {})
+    studies = config.get("diagvib", {}).get("studies", {})
+    trained = [("shift_factor", "train")] + [("model_selection", name) for name, cfg in
+                                            studies.get("model_selection", {}).get("splits", {}).items()
+                                            if cfg.get("pool") == "train"]
+    for study, split in trained:
+        cfg = studies.get(study, {}).get("splits", {}).get(split)
+        if cfg and dg and cfg["n"] < dg["batch_size"]:
+            errors.append(f"diagvib.studies.{study}.splits.{split}.n: {cfg['n']} samples per training "
+                          f"environment, fewer than one batch (dg.batch_size = {dg['batch_size']})")
     ms = config.get("dg", {}).get("model_selection")
     study = config.get("diagvib", {}).get("studies", {}).get("model_selection")
     if ms and study is not None and ms["validation"] not in study.get("splits", {}):

@@ -10,12 +10,22 @@ from .metrics import afr_pred, afr_true, posterior_agreement
 from .training.loop import TrainSettings, predict
 
 
-def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None) -> TrainSettings:
-    return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs or dg["epochs"], lr=dg["lr"],
+def stage_epochs(epochs: int) -> list[int]:
+    """Three training stages (Appendix D, Figure 11): the first, middle and last epoch."""
+    return sorted({1, max(1, (epochs + 1) // 2), epochs})
+
+
+def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None,
+             stages: bool = False) -> TrainSettings:
+    """Training settings from the config's `dg` section; with stages, also keep the checkpoints
+    of the three training stages."""
+    epochs = epochs or dg["epochs"]
+    return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs, lr=dg["lr"],
                          batch_size=dg["batch_size"], seed=seed, irm_weight=dg["irm"]["weight"],
                          irm_anneal_epochs=dg["irm"]["anneal_epochs"], lisa_alpha=dg["lisa"]["alpha"],
                          lisa_p_same_label=dg["lisa"]["p_same_label"], lisa_mix=dg["lisa"]["mix"],
-                         pretrained=dg.get("pretrained"), device=dg["device"])
+                         pretrained=dg.get("pretrained"), device=dg["device"],
+                         save_epochs=tuple(stage_epochs(epochs)) if stages else ())
 
 
 def split_scores(model, split: dict, device) -> dict:
@@ -92,3 +102,29 @@ def table1(results: pd.DataFrame, settings_order, tests) -> pd.DataFrame:
                 row[f"Test {k} std"] = f"{100 * e['diff'].std(ddof=0):.1f}"
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def confidence(scores: dict, envs) -> pd.DataFrame:
+    """Per test environment: the mean and standard error of the predictive confidence (maximum
+    softmax probability) of the model's predictions (Figure 8)."""
+    rows = []
+    for env in envs:
+        z = scores[env] - scores[env].max(1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        conf = p.max(1)
+        rows.append({"env": env, "confidence": float(conf.mean()),
+                     "stderr": float(conf.std(ddof=1) / np.sqrt(len(conf))) if len(conf) > 1 else 0.0})
+    return pd.DataFrame(rows)
+
+
+def principal_component(features0: np.ndarray, features1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Projections of two paired feature sets on the first principal component of both together,
+    scaled to [-1, 1] (Appendix D, Figure 11)."""
+    both = np.concatenate([features0, features1]).astype(np.float64)
+    centred = both - both.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    pc = centred @ vt[0]
+    sign = np.sign(pc[np.argmax(np.abs(pc))]) or 1.0
+    scale = np.abs(pc).max() or 1.0
+    pc = pc * sign / scale
+    return pc[:len(features0)], pc[len(features0):]

@@ -15,6 +15,11 @@ FIGURES = {
     "fig01": from_table(toy.fig01),
     "fig02": from_table(toy.fig02),
     "fig07": from_table(dg.fig07),
+    "fig08": lambda smk, outputs, meta: dg.fig08(list(smk.input.scores), smk.params.runs,
+                                                  pd.read_csv(smk.input.pa), outputs, meta),
+    "fig11": lambda smk, outputs, meta: dg.fig11(list(smk.input.stages), smk.params.algorithms,
+                                                  smk.input.val, smk.params.samples,
+                                                  smk.params.device, outputs, meta),
     "fig12": lambda smk, outputs, meta: diagvib.fig12(smk.params.study, outputs, meta),
     "fig13": lambda smk, outputs, meta: diagvib.fig13(smk.input, outputs, meta),
 }

@@ -11,7 +11,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     torch.set_num_threads(max(1, smk.threads))
     settings = dg.settings(smk.params.dg, smk.wildcards.algorithm, int(smk.wildcards.seed),
-                           epochs=smk.params.get("epochs"))
+                           epochs=smk.params.get("epochs"), stages=smk.rule == "train_dg")
     out_dir = smk.output.last.rsplit("/", 1)[0]
     history = train(settings, load_split(smk.input.train), load_split(smk.input.val), out_dir,
                     tracker=run, progress=True)

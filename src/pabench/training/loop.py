@@ -44,6 +44,7 @@ class TrainSettings:
     lisa_mix: str = "mixup"
     pretrained: str | None = None
     device: str = "auto"  # auto: cuda when available
+    save_epochs: tuple = ()  # also keep epoch<k>.pt after these epochs (training stages)
 
 
 def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) -> None:
@@ -166,6 +167,8 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
             best_pa = row["val_logpa"]
             save_checkpoint(model, out_dir / "best_pa.pt", epoch + 1, settings, classes)
         save_checkpoint(model, out_dir / "last.pt", epoch + 1, settings, classes)
+        if epoch + 1 in settings.save_epochs:
+            save_checkpoint(model, out_dir / f"epoch{epoch + 1}.pt", epoch + 1, settings, classes)
     history = pd.DataFrame(rows)
     history.attrs["settings"] = asdict(settings)
     return history
