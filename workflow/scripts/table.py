@@ -1,6 +1,7 @@
 """Every table rule: build the table from the rule's inputs and the config, write md/csv/tex."""
 import pandas as pd
 
+from pabench import dg
 from pabench.figures import diagvib
 from pabench.tables import write_table
 from pabench.workflow import job
@@ -15,8 +16,6 @@ def table3(smk):
 
 
 def table1(smk):
-    from pabench import dg
-
     return dg.table1(pd.read_csv(smk.input.results), smk.params.settings, smk.params.tests)
 
 

