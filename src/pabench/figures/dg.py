@@ -87,7 +87,7 @@ def fig08(score_files, runs, pa: pd.DataFrame, outputs, meta: dict) -> pd.DataFr
     axes[0].legend(loc="lower left")
     b = data[data.panel == "beta"]
     axes[-1].bar([a.upper() for a in b.algorithm], b.value, color=[f"C{i}" for i in range(len(b))])
-    axes[-1].set(title="final beta (#SF = 5)", yscale="log")
+    axes[-1].set(title="final beta (#SF = 5)")  # linear: a beta of 0 (no agreement) must show
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 
