@@ -37,8 +37,9 @@ def split_scores(model, split: dict, device) -> dict:
     return out
 
 
-def _view(scores: dict, view: list[dict], key: str = "") -> np.ndarray:
-    return np.concatenate([scores[p["env"] + key][p["start"]:p["stop"]] for p in view])
+def _view(scores: dict, view: list[dict]) -> np.ndarray:
+    """The scores of a shift-ratio view (slices of the paired environments)."""
+    return np.concatenate([scores[p["env"]][p["start"]:p["stop"]] for p in view])
 
 
 def shift_ratio_pa(scores: dict, classes, ratios, pa_epochs: int, adam: dict, seed: int = 0) -> pd.DataFrame:
