@@ -7,7 +7,7 @@ import pandas as pd
 
 from .data.shift import shift_ratio_view
 from .metrics import afr_pred, afr_true, posterior_agreement
-from .training.loop import TrainSettings, predict
+from .training.loop import TrainSettings, class_indices, predict
 
 
 def stage_epochs(epochs: int) -> list[int]:
@@ -47,8 +47,7 @@ def shift_ratio_pa(scores: dict, classes, ratios, pa_epochs: int, adam: dict, se
     adam ones stacked), with AFR_T (accuracy on the view) and AFR_P (agreement with env0)."""
     envs = [e for e in scores if "/" not in e and e != "env0"]
     n = len(scores["env0"])
-    index = {c: i for i, c in enumerate(classes)}
-    labels = np.vectorize(index.get)(scores["env0/labels"])
+    labels = class_indices(np.asarray(classes), scores["env0/labels"])
     cases, b_stack = [], []
     for k, env in enumerate(envs, start=1):
         for ratio in ratios:

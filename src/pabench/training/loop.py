@@ -78,6 +78,15 @@ def predict(model, images, device, batch: int = 256, features: bool = False) -> 
     return np.concatenate(out)
 
 
+def class_indices(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Positions of `labels` in the sorted array `classes` (digit labels to class indices)."""
+    idx = np.searchsorted(classes, labels)
+    if np.any(idx >= len(classes)) or np.any(classes[np.minimum(idx, len(classes) - 1)] != labels):
+        raise ValueError(f"labels {sorted(set(np.asarray(labels).tolist()) - set(classes.tolist()))} "
+                         f"are not among the trained classes {classes.tolist()}")
+    return idx
+
+
 def select_epochs(history: pd.DataFrame) -> dict:
     """Epochs (1-based) selected by maximal validation accuracy, maximal validation PA (first on
     ties) and the last one."""
@@ -120,11 +129,10 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
     gen = torch.Generator().manual_seed(settings.seed)
     envs = list(train_envs.values())
     classes = np.unique(np.concatenate([e.labels for e in envs]))
-    index = {c: i for i, c in enumerate(classes)}
     model = Classifier(settings.backbone, len(classes), settings.pretrained).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
     val0, val1 = val_envs.values()
-    val_y = [np.vectorize(index.get)(v.labels) for v in (val0, val1)]
+    val_y = [class_indices(classes, v.labels) for v in (val0, val1)]
     steps = min(len(e) // settings.batch_size for e in envs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +148,7 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
             for env, order in zip(envs, orders):
                 idx = np.sort(order[step * settings.batch_size:(step + 1) * settings.batch_size])
                 xs.append(to_input(env.images[idx], device))
-                ys.append(torch.as_tensor(np.vectorize(index.get)(env.labels[idx]), device=device))
+                ys.append(torch.as_tensor(class_indices(classes, env.labels[idx]), device=device))
             wait += time.perf_counter() - t0
             loss = _loss(settings, model, xs, ys, len(classes), epoch, gen)
             opt.zero_grad(set_to_none=True)
