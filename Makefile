@@ -18,3 +18,4 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_pa.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_diagvib.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_training.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_attacks.py

@@ -28,6 +28,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/diagvib.smk"
 include: "workflow/rules/dg.smk"
+include: "workflow/rules/adversarial.smk"
 
 
 rule all:
@@ -42,6 +43,9 @@ rule all:
         table_files("pa", "table1"),
         table_files("pa", "table2"),
         table_files("pa", "table3"),
+        [figure_files("pa", name) for name in ADV_FIGURES],
+        table_files("pa", f"models-{ADV_DATA}"),
+        table_files("pa", "models-imagenet") if IMAGENET_ON else [],
         rules.shift_ratio_views.output.views,
         [split_dir(study, split) for study, cfg in config["diagvib"]["studies"].items()
          for split in cfg["splits"]],

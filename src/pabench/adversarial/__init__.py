@@ -1,0 +1,1 @@
+"""Adversarial-robustness experiments of the PA paper (Section 4.1)."""

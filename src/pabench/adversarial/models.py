@@ -1,0 +1,186 @@
+"""Networks of the adversarial experiments (PA paper, Section 4.1): the self-trained zoo's
+architectures, the JPEG + Reverse Sigmoid defence around a network, checkpoints, and the
+RobustBench models (paper scale; the optional `robustbench` package, which needs internet).
+
+Every model takes images in [0, 1] and returns scores for PA: logits, or log-probabilities for
+the JPEG + RS defence (whose output is a probability vector; re-softmaxing it would be wrong).
+"""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..io import atomic_path
+
+ARCHS = ("cnn", "preact_resnet18", "wrn28_10")
+METHODS = ("undefended", "madry", "fast_fgsm", "trades", "jpeg_rs")
+
+
+class LeNetCNN(nn.Module):
+    """A 3-layer CNN (two conv layers and a hidden linear layer, LeCun-style), the backbone of
+    the paper's JPEG + RS model and our small-scale zoo."""
+
+    def __init__(self, num_classes: int = 10, image_size: int = 32):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
+        self.head = nn.Sequential(nn.Linear(64 * (image_size // 4) ** 2, 256), nn.ReLU(),
+                                  nn.Linear(256, num_classes))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+class _PreActBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, drop: float = 0.0):
+        super().__init__()
+        self.bn1, self.conv1 = nn.BatchNorm2d(cin), nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn2, self.conv2 = nn.BatchNorm2d(cout), nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.drop = drop
+        self.shortcut = (nn.Conv2d(cin, cout, 1, stride, bias=False)
+                         if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(x))
+        skip = self.shortcut(out) if self.shortcut is not None else x
+        out = self.conv1(out)
+        out = F.relu(self.bn2(out))
+        if self.drop:
+            out = F.dropout(out, self.drop, self.training)
+        return self.conv2(out) + skip
+
+
+class _ResidualNet(nn.Module):
+    """Pre-activation residual network: PreActResNet-18 (He et al. 2016b, Wong 2020's model) or
+    WideResNet-28-10 (Zagoruyko & Komodakis 2016, RobustBench's `Standard`) by its stage list."""
+
+    def __init__(self, stages, stem: int, num_classes: int):
+        super().__init__()
+        self.stem = nn.Conv2d(3, stem, 3, 1, 1, bias=False)
+        blocks, cin = [], stem
+        for cout, n, stride in stages:
+            for i in range(n):
+                blocks.append(_PreActBlock(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.bn = nn.BatchNorm2d(cin)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn(self.blocks(self.stem(x))))
+        return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
+    if arch == "cnn":
+        return LeNetCNN(num_classes, image_size)
+    if arch == "preact_resnet18":
+        return _ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
+    if arch == "wrn28_10":
+        return _ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}")
+
+
+class _JpegIdentityGrad(torch.autograd.Function):
+    """JPEG compression forward, identity backward (BPDA, Athalye et al. 2018): the attacks see
+    the defence's true output but a usable gradient."""
+
+    @staticmethod
+    def forward(ctx, x, quality):
+        return jpeg(x, quality)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def jpeg(x: torch.Tensor, quality: int) -> torch.Tensor:
+    """Round-trip a batch of [0, 1] images through JPEG at `quality` (torchvision's codec)."""
+    from torchvision.io import decode_jpeg, encode_jpeg
+
+    u8 = (x.detach() * 255).round().clamp(0, 255).to(torch.uint8).cpu()
+    decoded = decode_jpeg(encode_jpeg(list(u8), quality=quality))
+    return torch.stack(decoded).to(x.device, x.dtype) / 255
+
+
+def reverse_sigmoid(p: torch.Tensor, beta: float, gamma: float) -> torch.Tensor:
+    """Reverse Sigmoid (Lee et al. 2018): p' = normalize(clip(p - beta(sigmoid(gamma logit p)
+    - 1/2), 0, 1))."""
+    p = p.clamp(1e-7, 1 - 1e-7)  # finite logit
+    q = (p - beta * (torch.sigmoid(gamma * torch.log(p / (1 - p))) - 0.5)).clamp(0, 1)
+    # A tiny floor keeps log q finite when the clip hits 0 (it shifts no visible probability).
+    q = q.clamp_min(1e-12)
+    return q / q.sum(1, keepdim=True)
+
+
+class JpegReverseSigmoid(nn.Module):
+    """The paper's JPEG + RS defended model: JPEG(quality) -> network -> softmax -> Reverse
+    Sigmoid.  Returns log-probabilities."""
+
+    def __init__(self, net: nn.Module, quality: int = 75, beta: float = 1.0, gamma: float = 0.1):
+        super().__init__()
+        self.net, self.quality, self.beta, self.gamma = net, quality, beta, gamma
+
+    def extra_repr(self):  # in repr(model), hence in the attack runs' fingerprints
+        return f"quality={self.quality}, beta={self.beta}, gamma={self.gamma}"
+
+    def forward(self, x):
+        x = _JpegIdentityGrad.apply(x, self.quality)
+        return torch.log(reverse_sigmoid(F.softmax(self.net(x), 1), self.beta, self.gamma))
+
+
+def save_zoo_model(net: nn.Module, path, arch: str, method: str, num_classes: int, image_size: int,
+                   extra: dict | None = None) -> None:
+    state = {"state_dict": net.state_dict(), "arch": arch, "method": method,
+             "num_classes": num_classes, "image_size": image_size, **(extra or {})}
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_zoo_model(path, jpeg_rs: dict | None = None, device="cpu") -> tuple[nn.Module, dict]:
+    """A self-trained zoo model in eval mode, wrapped in the JPEG + RS defence when it was trained
+    for it.  Loaded with weights_only=True: a file that would run code is refused."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: model checkpoint not found (train it with the workflow)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{path}: not a readable checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("state_dict"), dict):
+        raise ValueError(f"{path}: not a pabench model checkpoint (expected a dict with a "
+                         "'state_dict' and the architecture)")
+    missing = [k for k in ("arch", "method", "num_classes", "image_size") if k not in state]
+    if missing:
+        raise ValueError(f"{path}: checkpoint lacks {missing}")
+    net = build(state["arch"], state["num_classes"], state["image_size"])
+    try:
+        net.load_state_dict(state["state_dict"])
+    except RuntimeError as err:
+        raise ValueError(f"{path}: weights do not match architecture {state['arch']!r} "
+                         f"({str(err).splitlines()[0]})") from None
+    model = net
+    if state["method"] == "jpeg_rs":
+        model = JpegReverseSigmoid(net, **(jpeg_rs or {}))
+    return model.to(device).eval(), {k: v for k, v in state.items() if k != "state_dict"}
+
+
+def load_robustbench(model_id: str, dataset: str, model_dir, device="cpu") -> nn.Module:
+    """A RobustBench L-inf model (paper scale).  robustbench downloads the weights into model_dir
+    (internet needed once) and loads them with torch.load, which defaults to weights_only=True
+    in the PyTorch versions we support."""
+    try:
+        from robustbench.utils import load_model
+    except ImportError:
+        raise RuntimeError("RobustBench models need the optional package: "
+                           "pip install 'pabench[robustbench]' (robustbench 1.1.1, needs internet "
+                           "to fetch weights)") from None
+    model = load_model(model_name=model_id, model_dir=str(model_dir), dataset=dataset,
+                       threat_model="Linf")
+    return model.to(device).eval()
+

@@ -1,0 +1,33 @@
+"""Rule adv_attack: one attack run (model, attack, eps) over the test images; writes the
+per-sample record (adversarial image, clean and adversarial scores, L-inf norm, success)."""
+import torch
+
+from pabench.adversarial import datasets
+from pabench.adversarial.attacks import attack_dataset
+from pabench.adversarial.records import tag_eps
+from pabench.adversarial.models import load_robustbench, load_zoo_model
+from pabench.training.loop import resolve_device
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    torch.set_num_threads(max(1, smk.threads))
+    device = resolve_device(smk.params.device)
+    images, labels = datasets.load_split(smk.input.test)
+    name = smk.wildcards.adv_model
+    if name in smk.params.zoo:
+        model, info = load_zoo_model(smk.input.model[0], smk.params.jpeg_rs, device)
+        if info["image_size"] != images.shape[-1] or info["num_classes"] <= labels.max():
+            raise ValueError(f"{smk.input.model[0]}: model for {info['num_classes']} classes at "
+                             f"{info['image_size']} px cannot classify {smk.input.test} "
+                             f"({labels.max() + 1} classes, {images.shape[-1]} px)")
+    else:
+        model = load_robustbench(name, smk.wildcards.dataset, smk.params.robustbench_dir, device)
+    eps = smk.wildcards.eps
+    record = attack_dataset(model, images, labels, smk.wildcards.attack,
+                            eps if tag_eps(eps) is None else tag_eps(eps), dict(smk.params.settings),
+                            smk.output.record, smk.params.batch_size, device, int(labels.max()) + 1)
+    run.log({"attack_success_rate": float(record["success"].mean()),
+             "clean_accuracy": float((record["clean_scores"].argmax(1) == labels).mean()),
+             "adversarial_accuracy": float((record["adv_scores"].argmax(1) == labels).mean()),
+             "max_linf": float(record["linf"].max()), "mean_linf": float(record["linf"].mean())})

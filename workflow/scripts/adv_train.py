@@ -1,0 +1,35 @@
+"""Rule adv_train: train one model of the self-trained zoo and report its clean accuracy."""
+import pandas as pd
+import torch
+
+from pabench.adversarial import datasets
+from pabench.adversarial.records import parse_eps
+from pabench.adversarial.models import JpegReverseSigmoid, save_zoo_model
+from pabench.adversarial.training import ZooSettings, scores, train_zoo
+from pabench.io import write_csv
+from pabench.training.loop import resolve_device
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    torch.set_num_threads(max(1, smk.threads))
+    zoo = smk.params.zoo
+    device = resolve_device(smk.params.device)
+    method = smk.wildcards.adv_model
+    settings = ZooSettings(method=method, arch=zoo.get("arch_overrides", {}).get(method, zoo["arch"]), epochs=zoo["epochs"],
+                           batch_size=zoo["batch_size"], lr=zoo["lr"],
+                           eps=parse_eps(zoo["eps"]), pgd_steps=zoo["pgd_steps"],
+                           trades_beta=zoo["trades_beta"], seed=zoo["seed"], device=str(device))
+    images, labels = datasets.load_split(smk.input.train)
+    if zoo.get("n_train"):
+        images, labels = datasets.subset(images, labels, zoo["n_train"], zoo["seed"])
+    num_classes = int(labels.max()) + 1
+    net, history = train_zoo(settings, images, labels, num_classes, tracker=run)
+    model = JpegReverseSigmoid(net, **smk.params.jpeg_rs) if method == "jpeg_rs" else net
+    test_x, test_y = datasets.load_split(smk.input.test)
+    clean = float((scores(model, test_x, device).argmax(1) == test_y).mean())
+    save_zoo_model(net, smk.output.model, settings.arch, method, num_classes, images.shape[-1],
+                   extra={"clean_accuracy": clean, "eps": settings.eps})
+    history = pd.DataFrame(history).assign(clean_accuracy=clean, method=method, arch=settings.arch)
+    write_csv(smk.output.history, history)
+    run.log({"clean_accuracy": clean})
