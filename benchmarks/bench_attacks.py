@@ -59,7 +59,10 @@ def main():
     for arch in args.archs:
         model = build(arch, 10, 32).to(device).eval()
         x = torch.rand(args.batch, 3, 32, 32, device=device)
-        y = torch.randint(0, 10, (args.batch,), device=device)
+        with torch.no_grad():  # labels = predictions: every sample is attacked (APGD and FAB
+            y = model(x).argmax(1)  # skip the already misclassified ones)
+
+        model.requires_grad_(False)  # as in the attack runs: input gradients only
 
         def fwd_bwd():
             xr = x.clone().requires_grad_(True)

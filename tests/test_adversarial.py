@@ -207,3 +207,14 @@ def test_test_subset_is_seeded_and_spans_the_classes():
     np.testing.assert_array_equal(datasets.subset(images, labels, 100, seed=0)[1], y)
     assert not np.array_equal(datasets.subset(images, labels, 100, seed=1)[1], y)
     assert datasets.subset(images, labels, 5000, seed=0)[1] is labels
+
+
+def test_robustbench_models_need_the_optional_package():
+    import importlib.util
+
+    from pabench.adversarial.models import load_robustbench
+
+    if importlib.util.find_spec("robustbench") is not None:
+        pytest.skip("robustbench is installed; its models need internet to download weights")
+    with pytest.raises(RuntimeError, match=r"pip install 'pabench\[robustbench\]'"):
+        load_robustbench("Standard", "cifar10", "data/robustbench")

@@ -121,8 +121,8 @@ def test_adversarial_results(ran):
     table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")
     runs = {("pgd", "0.2"), ("fmn", "min"), ("apgd-ce", "0.2"), ("apgd-dlr", "0.2"), ("fab", "0.2")}
     assert set(zip(table.attack, table.eps.astype(str))) == runs
-    assert set(table.model) == {"undefended", "jpeg_rs"}
-    assert len(table) == 2 * len(runs) * 11
+    assert set(table.model) == {"jpeg_rs"}
+    assert len(table) == len(runs) * 11
     zero = table[table.ar == 0]
     assert (zero.afr_pred == 1).all() and np.allclose(zero.afr_true, zero.clean_accuracy)
     for (model, attack, eps), group in table.groupby(["model", "attack", "eps"]):
@@ -134,9 +134,9 @@ def test_adversarial_results(ran):
             assert record["linf"].max() <= float(eps) + 1e-6
         assert 0 <= record["adv"].min() and record["adv"].max() <= 1
     wb = [r for r in offline_runs(root / "data/wandb") if r["job_type"] == "adv_attack"]
-    assert len(wb) == 10
-    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=undefended-attack=pgd-eps=0.2")
-    record = load_record(root / "data/adversarial/mnist32/attacks/undefended/pgd/0.2.npz")
+    assert len(wb) == 5
+    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=jpeg_rs-attack=pgd-eps=0.2")
+    record = load_record(root / "data/adversarial/mnist32/attacks/jpeg_rs/pgd/0.2.npz")
     assert pgd["metrics"]["attack_success_rate"] == pytest.approx(record["success"].mean())
     fig03 = pd.read_csv(root / "figures/pa/fig03.csv")
     pgd_rows = table[table.attack == "pgd"].sort_values(["model", "ar"])
@@ -166,7 +166,7 @@ def test_imagenet_figures_from_a_folder(ran, tmp_path):
     # Targets first: --configfile takes every path that follows it.
     run_snakemake(root, *targets, "--cores", "2", *TEST, "imagenet.yaml")
     fig17 = pd.read_csv(root / "figures/pa/fig17.csv")
-    assert set(fig17.model) == {"undefended", "jpeg_rs"} and set(fig17.eps.astype(str)) == {"0.1", "0.2"}
+    assert set(fig17.model) == {"jpeg_rs"} and set(fig17.eps.astype(str)) == {"0.1", "0.2"}
     table = pd.read_csv(root / "data/results/adversarial/imagenet.csv")
     assert set(table.attack) == {"apgd-ce", "apgd-dlr-t"} and (table.n == 40).all()
 

@@ -30,7 +30,10 @@ log = logging.getLogger("pabench.adversarial")
 
 
 def _attack_fn(name: str, model, eps: float | None, cfg: dict, num_classes: int, device):
-    """A function (x, y) -> adversarial x of the named attack with the config's settings."""
+    """A function (x, y) -> adversarial x of the named attack with the config's settings.  The
+    model's weights are frozen: attacks need input gradients only, and foolbox's backward pass
+    would otherwise also compute every weight gradient (measured: +30-50% time per step)."""
+    model.requires_grad_(False)
     steps = int(cfg["steps"])
     if name in ("pgd", "fmn"):
         import foolbox as fb
