@@ -47,7 +47,7 @@ def test_ar_views_order_by_norm_then_index():
     assert np.flatnonzero(ar_mask(linf, 0.4)).tolist() == [1, 4]
     assert np.flatnonzero(ar_mask(linf, 0.6)).tolist() == [1, 3, 4]
     record = {"linf": linf, "clean_scores": np.zeros((5, 3)), "adv_scores": np.ones((5, 3))}
-    assert ar_scores(record, 0.6)[:, 0].tolist() == [0, 1, 0, 1, 1]
+    assert ar_scores(record, ar_mask(linf, 0.6))[:, 0].tolist() == [0, 1, 0, 1, 1]
     with pytest.raises(ValueError):
         ar_mask(linf, 1.2)
 

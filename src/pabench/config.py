@@ -156,8 +156,8 @@ def _adversarial_errors(adv: dict | None) -> list[str]:
     conf = adv["figures"]["confidence_eps"]
     if "pgd" in adv["attacks"] and str(conf) not in [str(e) for e in adv["eps"]]:
         errors.append(f"adversarial.figures.confidence_eps: {conf!r} is not in adversarial.eps {adv['eps']}")
-    size = min(n for n in (TRAIN_SIZE.get(adv["dataset"]), adv["zoo"].get("n_train")) if n) \
-        if TRAIN_SIZE.get(adv["dataset"]) or adv["zoo"].get("n_train") else None
+    sizes = [n for n in (TRAIN_SIZE.get(adv["dataset"]), adv["zoo"].get("n_train")) if n]
+    size = min(sizes) if sizes else None
     if size and zoo and adv["zoo"]["batch_size"] > size:
         errors.append(f"adversarial.zoo.batch_size: {adv['zoo']['batch_size']} exceeds the "
                       f"{size} training images")

@@ -28,7 +28,6 @@ from .records import ATTACKS, RECORD_KEYS, check_attack, check_record, parse_eps
 log = logging.getLogger("pabench.adversarial")
 
 
-
 def _attack_fn(name: str, model, eps: float | None, cfg: dict, num_classes: int, device):
     """A function (x, y) -> adversarial x of the named attack with the config's settings.  The
     model's weights are frozen: attacks need input gradients only, and foolbox's backward pass

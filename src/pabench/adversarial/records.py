@@ -111,9 +111,8 @@ def ar_mask(linf: np.ndarray, ratio: float) -> np.ndarray:
     return mask
 
 
-def ar_scores(record: dict, ratio: float) -> np.ndarray:
-    """The scores of the AR = ratio dataset: adversarial scores where the mask holds."""
-    mask = ar_mask(record["linf"], ratio)
+def ar_scores(record: dict, mask: np.ndarray) -> np.ndarray:
+    """The scores of an AR view (mask from ar_mask): adversarial where the mask holds."""
     return np.where(mask[:, None], record["adv_scores"], record["clean_scores"])
 
 
@@ -128,7 +127,7 @@ def confidence_groups(record: dict, ratio: float) -> dict:
     predicted correctly before the attack, and p(y''|X'') of the successfully attacked ones
     (prediction on the view differs from the clean one)."""
     clean = softmax(record["clean_scores"].astype(np.float64))
-    view = softmax(ar_scores(record, ratio).astype(np.float64))
+    view = softmax(ar_scores(record, ar_mask(record["linf"], ratio)).astype(np.float64))
     pred_a, pred_b = clean.argmax(1), view.argmax(1)
     correct = pred_a == record["labels"]
     attacked = pred_b != pred_a

@@ -1,6 +1,7 @@
 """Scores of the adversarial-ratio datasets (PA paper, Section 4.1; the views are in
-records.py).  Each view is scored by PA against the clean set (the authors' adam solver, stacked over the ARs, and
-the exact solver), AFR_T (accuracy on the view) and AFR_P (agreement with the clean predictions).
+records.py).  Each view is scored by PA against the clean set (the authors' adam solver, stacked
+over the views, and the exact solver), AFR_T (accuracy on the view) and AFR_P (agreement with the
+clean predictions).
 """
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import afr_pred, afr_true, posterior_agreement
-from .records import MIN_NORM, ar_mask, tag_eps
+from .records import MIN_NORM, ar_mask, ar_scores, tag_eps
 
 
 def score_records(records: dict, ratios, pa_epochs: int, adam: dict, seed: int = 0) -> pd.DataFrame:
@@ -18,10 +19,10 @@ def score_records(records: dict, ratios, pa_epochs: int, adam: dict, seed: int =
     cases, a_stack, b_stack = [], [], []
     for (attack, eps), record in records.items():
         a = record["clean_scores"].astype(np.float64)
+        labels = record["labels"]
         for ratio in ratios:
             mask = ar_mask(record["linf"], float(ratio))
-            b = np.where(mask[:, None], record["adv_scores"], record["clean_scores"]).astype(np.float64)
-            labels = record["labels"]
+            b = ar_scores(record, mask).astype(np.float64)
             cases.append({"attack": attack, "eps": eps, "eps_value": tag_eps(eps) if eps != MIN_NORM else np.nan,
                           "ar": float(ratio), "afr_true": afr_true(b, labels), "afr_pred": afr_pred(a, b),
                           "clean_accuracy": afr_true(a, labels),
