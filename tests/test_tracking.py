@@ -1,12 +1,16 @@
 """W&B tracking never fails a job and never needs an account."""
 import logging
 
+import pytest
+
 from pabench.tracking import Tracker, offline_runs
 
 
-def test_offline_run_is_written_and_read_back(tmp_path):
-    t = Tracker(mode="offline", directory=str(tmp_path), group="g", job_type="jt", name="n",
-                config={"a": 1, "nested": {"b": [1, 2]}})
+def test_offline_run_is_written_and_read_back(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="pabench"):
+        t = Tracker(mode="offline", directory=str(tmp_path), group="g", job_type="jt", name="n",
+                    config={"a": 1, "nested": {"b": [1, 2]}})
+    assert t.active, caplog.text
     t.log({"x": 1.5, "y": 2})
     t.log({"x": 3.0})
     t.finish()
@@ -47,3 +51,33 @@ def test_disabled_writes_nothing(tmp_path):
     t.log({"x": 1})
     t.finish()
     assert not (tmp_path / "wb").exists()
+
+
+def test_a_failed_start_is_retried_once_and_its_partial_run_removed(tmp_path, monkeypatch, caplog):
+    import wandb
+
+    real_init, calls = wandb.init, []
+
+    def flaky_init(**kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # leave a half-made run directory behind, as a crashed start does
+            (tmp_path / "wandb" / "offline-run-19700101_000000-broken").mkdir(parents=True)
+            raise TimeoutError("service did not start")
+        return real_init(**kwargs)
+
+    monkeypatch.setattr(wandb, "init", flaky_init)
+    with caplog.at_level(logging.WARNING, logger="pabench"):
+        t = Tracker(mode="offline", directory=str(tmp_path), name="n")
+        t.log({"x": 1})
+        t.finish()
+    assert len(calls) == 2 and "retrying once" in caplog.text
+    (run,) = offline_runs(tmp_path)
+    assert run["name"] == "n" and run["metrics"] == {"x": 1}
+
+
+def test_a_run_log_without_run_record_is_reported(tmp_path):
+    run_dir = tmp_path / "wandb" / "offline-run-x"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run-x.wandb").write_bytes(b":W&B\xce\xbe\x00")
+    with pytest.raises(ValueError, match="no run record"):
+        offline_runs(tmp_path)

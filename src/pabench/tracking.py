@@ -12,6 +12,7 @@ import logging
 import netrc
 import os
 import re
+import shutil
 import struct
 import warnings
 from pathlib import Path
@@ -67,18 +68,30 @@ class Tracker:
                              ("WANDB_CONFIG_DIR", "config"), ("WANDB_ARTIFACT_DIR", "artifacts")):
                 os.environ.setdefault(var, str(root / sub))
             import wandb
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self.run = wandb.init(
-                    project=project, entity=entity, group=group, job_type=job_type, name=name,
-                    config=config or {}, tags=tags, dir=str(root), mode=self.mode,
-                    settings=wandb.Settings(console="off", silent=True, x_disable_stats=True,
-                                            init_timeout=120),
-                )
         except Exception as err:  # noqa: BLE001 - tracking must never fail a job
             _warn(f"could not start a run ({type(err).__name__}: {err}); continuing without W&B")
-            self.run = None
+            return
+        # wandb.init can fail transiently (CI once left a run directory with no run record):
+        # retry once, removing a failed attempt's half-written run directory so that each job
+        # leaves exactly one run behind.
+        for attempt in (1, 2):
+            before = set(root.glob("wandb/*run-*"))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.run = wandb.init(
+                        project=project, entity=entity, group=group, job_type=job_type,
+                        name=name, config=config or {}, tags=tags, dir=str(root), mode=self.mode,
+                        settings=wandb.Settings(console="off", silent=True,
+                                                x_disable_stats=True, init_timeout=120),
+                    )
+                return
+            except Exception as err:  # noqa: BLE001
+                for partial in set(root.glob("wandb/*run-*")) - before:
+                    shutil.rmtree(partial, ignore_errors=True)
+                again = "retrying once" if attempt == 1 else "continuing without W&B"
+                _warn(f"could not start a run ({type(err).__name__}: {err}); {again}")
+                self.run = None
 
     @property
     def active(self) -> bool:
@@ -191,6 +204,9 @@ def read_offline_run(run_dir) -> dict:
         elif kind == "artifact":
             out["artifacts"].append({"name": rec.artifact.name, "type": rec.artifact.type,
                                      "files": [m.path for m in rec.artifact.manifest.contents]})
+    if "name" not in out:
+        raise ValueError(f"{files[0]}: no run record (the run was never started or its log is "
+                         "truncated)")
     out["config"].pop("_wandb", None)  # wandb's own bookkeeping
     out["config"] = {k: (v["value"] if isinstance(v, dict) and set(v) == {"value"} else v)
                      for k, v in out["config"].items()}
