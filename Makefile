@@ -3,16 +3,24 @@ VENV ?= $(HOME)/.cache/pabench/venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: env workflow test bench
+.PHONY: env browser workflow test report bench
 
 env:
 	@bash envs/install.sh "$(VENV)"
 
+# Headless Chromium for the report test (best effort; the test says why when it is skipped).
+browser:
+	@bash envs/install-browser.sh
+
 workflow: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES)
 
-test: env
+test: env browser
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider
+
+# Snakemake's offline HTML report of the current results (figures, tables, claims, timings).
+report: env
+	PATH="$(BIN):$$PATH" snakemake --report report.html
 
 bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_pa.py

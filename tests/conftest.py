@@ -8,6 +8,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "envs", "profiles"]
+TEST = ("--configfile", "workflow/config/test.yaml")
+SECRET = "pabench-fake-api-key-0123456789abcdef"
 
 
 def snakemake_cmd(*args):
@@ -26,10 +28,20 @@ def run_snakemake(workdir, *args, env=None, check=True):
 @pytest.fixture
 def workdir(tmp_path):
     """A copy of the workflow in a fresh directory (outputs never touch the repository)."""
+    return copy_workflow(tmp_path)
+
+
+def copy_workflow(root: Path) -> Path:
     for name in WORKFLOW_FILES:
         src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name)
-        else:
-            shutil.copy2(src, tmp_path / name)
-    return tmp_path
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
+    return root
+
+
+@pytest.fixture(scope="session")
+def ran(tmp_path_factory):
+    """One test-scale run of the default target, with a fake W&B key in the environment.
+    Shared by every test that reads a finished run; tests that change files copy it first."""
+    root = copy_workflow(tmp_path_factory.mktemp("wf"))
+    proc = run_snakemake(root, "--cores", "2", *TEST, env={"WANDB_API_KEY": SECRET})
+    return root, proc

@@ -81,3 +81,23 @@ def test_a_run_log_without_run_record_is_reported(tmp_path):
     (run_dir / "run-x.wandb").write_bytes(b":W&B\xce\xbe\x00")
     with pytest.raises(ValueError, match="no run record"):
         offline_runs(tmp_path)
+
+
+def test_unreachable_server_falls_back_to_offline(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("WANDB_API_KEY", "pabench-fake-key-0123456789abcdef0123456789")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with caplog.at_level(logging.WARNING, logger="pabench"):
+        t = Tracker(mode="online", directory=str(tmp_path), name="n")
+        t.log({"x": 1})
+        t.finish()
+    assert t.mode == "offline" and "cannot be reached" in caplog.text
+    assert offline_runs(tmp_path)[0]["metrics"] == {"x": 1}
+
+
+def test_unknown_mode_disables_tracking_with_a_warning(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="pabench"):
+        t = Tracker(mode="onlnie", directory=str(tmp_path / "wb"))
+        t.log({"x": 1})
+        t.finish()
+    assert t.mode == "disabled" and "unknown mode 'onlnie'" in caplog.text
+    assert not (tmp_path / "wb").exists()

@@ -3,6 +3,7 @@
     pabench pa A B [--solver exact|adam] [--inputs logits|log_probs|probs]   # prints JSON
     pabench check-config [config.yaml workflow/config/test.yaml ...]
     pabench wandb-runs [data/wandb]
+    pabench wandb-dashboard [--dir data/wandb] [--entity E] [--project pabench] [--url URL] [--dry-run]
 """
 from __future__ import annotations
 
@@ -47,11 +48,28 @@ def cmd_check_config(args) -> int:
 
 
 def cmd_wandb_runs(args) -> int:
-    from .tracking import offline_runs
+    from .tracking import local_runs
 
-    for run in offline_runs(args.dir):
+    for run in local_runs(args.dir):
         print(json.dumps({k: run.get(k) for k in ("name", "group", "job_type", "metrics")},
                          default=str))
+    return 0
+
+
+def cmd_wandb_dashboard(args) -> int:
+    from . import dashboard
+
+    spec = dashboard.spec_from_dir(args.dir)
+    if args.dry_run:
+        print(json.dumps(spec, indent=2))
+        return 0
+    if not args.entity:
+        raise ValueError("--entity is required to save the workspace (your W&B user or team)")
+    try:
+        url = dashboard.save(spec, args.entity, args.project, args.name, args.url)
+    except RuntimeError as err:
+        raise OSError(str(err)) from None
+    print(f"workspace saved: {url}")
     return 0
 
 
@@ -80,6 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
     wr = sub.add_parser("wandb-runs", help="list the offline W&B runs under a directory")
     wr.add_argument("dir", nargs="?", default="data/wandb")
     wr.set_defaults(func=cmd_wandb_runs)
+
+    wd = sub.add_parser("wandb-dashboard", help="create or update the project's W&B workspace: a "
+                        "section per experiment, the image and numbers of every figure")
+    wd.add_argument("--dir", default="data/wandb", help="the workflow's W&B directory")
+    wd.add_argument("--entity", help="W&B user or team (required unless --dry-run)")
+    wd.add_argument("--project", default="pabench")
+    wd.add_argument("--name", default="pabench figures", help="workspace name")
+    wd.add_argument("--url", help="update the workspace at this URL instead of creating one")
+    wd.add_argument("--dry-run", action="store_true",
+                    help="print the panel specification and save nothing (no network)")
+    wd.set_defaults(func=cmd_wandb_dashboard)
     return parser
 
 

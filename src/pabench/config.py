@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import re
 from pathlib import Path
 
 import jsonschema
@@ -58,11 +60,15 @@ def _describe(err: jsonschema.ValidationError) -> str:
     return f"key '{where}': {err.message}"
 
 
+@functools.lru_cache(maxsize=4)
+def _validator(schema_path: str) -> jsonschema.Draft202012Validator:
+    with open(schema_path) as fh:
+        return jsonschema.Draft202012Validator(yaml.safe_load(fh))
+
+
 def check(config: dict, schema_path=REPO_SCHEMA) -> None:
     """Raise ConfigError naming every key that breaks the schema."""
-    with open(schema_path) as fh:
-        schema = yaml.safe_load(fh)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator(str(schema_path))
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     lines = [_describe(e) for e in errors]
     if not lines:
@@ -84,7 +90,9 @@ def _semantic_errors(config: dict) -> list[str]:
             try:
                 Environment.from_config(env, spec, cfg.get("digits", []))
             except ValueError as err:
-                errors.append(f"{where}.environments.{env}: {err}")
+                factor = re.search(r"factor '(\w+)'", str(err))  # name the factor's own key
+                key = f"{where}.environments.{env}" + (f".{factor.group(1)}" if factor else "")
+                errors.append(f"{key}: {err}")
                 bad_env = True
         if bad_env:
             continue

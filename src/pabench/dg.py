@@ -15,17 +15,30 @@ def stage_epochs(epochs: int) -> list[int]:
     return sorted({1, max(1, (epochs + 1) // 2), epochs})
 
 
+def train_params(dg: dict, algorithm: str) -> dict:
+    """The part of the config's `dg` section one training run reads: the shared settings and its
+    own algorithm's section only, so that changing another algorithm's settings (or the seed
+    list) does not rerun it."""
+    shared = ("backbone", "pretrained", "epochs", "lr", "batch_size", "device")
+    return {**{k: dg[k] for k in shared if k in dg}, **({algorithm: dg[algorithm]} if algorithm in dg else {})}
+
+
 def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None,
              stages: bool = False) -> TrainSettings:
     """Training settings from the config's `dg` section; with stages, also keep the checkpoints
     of the three training stages."""
     epochs = epochs or dg["epochs"]
+    # An algorithm's own section (irm, lisa) may be all the workflow passes of it.
+    extra = {}
+    if "irm" in dg:
+        extra.update(irm_weight=dg["irm"]["weight"], irm_anneal_epochs=dg["irm"]["anneal_epochs"])
+    if "lisa" in dg:
+        extra.update(lisa_alpha=dg["lisa"]["alpha"], lisa_p_same_label=dg["lisa"]["p_same_label"],
+                     lisa_mix=dg["lisa"]["mix"])
     return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs, lr=dg["lr"],
-                         batch_size=dg["batch_size"], seed=seed, irm_weight=dg["irm"]["weight"],
-                         irm_anneal_epochs=dg["irm"]["anneal_epochs"], lisa_alpha=dg["lisa"]["alpha"],
-                         lisa_p_same_label=dg["lisa"]["p_same_label"], lisa_mix=dg["lisa"]["mix"],
-                         pretrained=dg.get("pretrained"), device=dg["device"],
-                         save_epochs=tuple(stage_epochs(epochs)) if stages else ())
+                         batch_size=dg["batch_size"], seed=seed, pretrained=dg.get("pretrained"),
+                         device=dg["device"],
+                         save_epochs=tuple(stage_epochs(epochs)) if stages else (), **extra)
 
 
 def split_scores(model, split: dict, device) -> dict:

@@ -1,6 +1,8 @@
 """Tables as Markdown, CSV and LaTeX, written atomically, with the caption and provenance."""
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from .figures.common import caption_text
@@ -37,8 +39,22 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str) -> str:
                       rf"\label{{tab:{label}}}", r"\end{table}", ""])
 
 
-def write_table(frame: pd.DataFrame, md, csv, tex, caption: str, meta: dict, label: str) -> None:
+def to_html(frame: pd.DataFrame, caption: str) -> str:
+    """A standalone page (the Snakemake report shows HTML, not CSV)."""
+    table = frame.to_html(index=False, border=0, float_format=_cell, escape=True)
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><style>"
+            "body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+            "td,th{border:1px solid #bbb;padding:3px 6px;text-align:left;vertical-align:top}"
+            "</style></head><body>\n" + table + f"\n<p>{html.escape(caption)}</p>\n</body></html>\n")
+
+
+def write_table(frame: pd.DataFrame, caption: str, meta: dict, label: str, md, csv, tex=None,
+                html_path=None) -> None:
+    """Markdown and CSV, and LaTeX / HTML when their paths are given."""
     text = caption_text(caption, meta)
     write_text(md, to_markdown(frame, text))
     write_csv(csv, frame)
-    write_text(tex, to_latex(frame, text, label))
+    if tex is not None:
+        write_text(tex, to_latex(frame, text, label))
+    if html_path is not None:
+        write_text(html_path, to_html(frame, text))

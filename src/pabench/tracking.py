@@ -13,7 +13,9 @@ import netrc
 import os
 import re
 import shutil
+import socket
 import struct
+import urllib.parse
 import warnings
 from pathlib import Path
 
@@ -33,9 +35,25 @@ def has_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
-        host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1]
+        host = base_url().split("://")[-1]
         return netrc.netrc().authenticators(host) is not None
     except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def base_url() -> str:
+    return os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+
+
+def reachable(url: str, timeout: float = 5.0) -> bool:
+    """Whether a TCP connection to the W&B server opens: an unreachable server would otherwise
+    hold every job for wandb's init timeout."""
+    parsed = urllib.parse.urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
         return False
 
 
@@ -57,6 +75,10 @@ class Tracker:
         if self.mode == "online" and not has_credentials():
             _warn("mode 'online' but no credentials (set WANDB_API_KEY or run `wandb login`); "
                   "logging offline instead, sync later with `wandb sync`")
+            self.mode = "offline"
+        if self.mode == "online" and not reachable(base_url()):
+            _warn(f"mode 'online' but {base_url()} cannot be reached; logging offline instead, "
+                  "sync later with `wandb sync`")
             self.mode = "offline"
         if self.mode == "disabled":
             return
@@ -121,20 +143,32 @@ class Tracker:
         import wandb
 
         def log():
-            art = wandb.Artifact(artifact_name(name), type=kind)
-            for path in map(Path, paths):
-                if path.is_dir():
-                    art.add_reference(path.resolve().as_uri(), name=path.name)
-                elif path.stat().st_size > COPY_LIMIT:
-                    art.add_reference(path.resolve().as_uri(), name=path.name)
-                else:
-                    art.add_file(str(path), name=path.name)
-            self.run.log_artifact(art)
+            self.run.log_artifact(_artifact(wandb, name, kind, paths))
         self._guard(f"artifact {name}", log)
+
+    def use_artifact(self, name: str, kind: str, paths) -> None:
+        """Record files this job read as an input artifact (lineage).  W&B links it to the
+        version a producing job logged when name and content match; offline runs cannot use
+        artifacts (wandb refuses), so this only acts online."""
+        if self.mode != "online":
+            return
+        import wandb
+        self._guard(f"input artifact {name}",
+                    lambda: self.run.use_artifact(_artifact(wandb, name, kind, paths)))
 
     def finish(self, exit_code: int = 0) -> None:
         self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
         self.run = None
+
+
+def _artifact(wandb, name: str, kind: str, paths):
+    art = wandb.Artifact(artifact_name(name), type=kind)
+    for path in map(Path, paths):
+        if path.is_dir() or path.stat().st_size > COPY_LIMIT:
+            art.add_reference(path.resolve().as_uri(), name=path.name)
+        else:
+            art.add_file(str(path), name=path.name)
+    return art
 
 
 # ---------------------------------------------------------------- reading offline runs back
@@ -217,3 +251,17 @@ def offline_runs(directory) -> list[dict]:
     """Every offline run under a W&B directory, oldest first."""
     root = Path(directory) / "wandb"
     return [read_offline_run(d) for d in sorted(root.glob("offline-run-*"))]
+
+
+def local_runs(directory) -> list[dict]:
+    """Every run (offline or online) with a readable local log under a W&B directory; a run
+    directory without one (a crashed start) is skipped with a warning."""
+    runs = []
+    for d in sorted((Path(directory) / "wandb").glob("*run-*")):
+        if not d.is_dir() or d.is_symlink():  # wandb's latest-run link
+            continue
+        try:
+            runs.append(read_offline_run(d))
+        except (OSError, ValueError) as err:
+            _warn(f"skipping {d} ({err})")
+    return runs

@@ -52,11 +52,15 @@ def job(smk, experiment: str | None = None):
     wildcards = {k: str(v) for k, v in smk.wildcards.items()}
     group = experiment or params.get("experiment") or smk.rule
     wb = smk.config.get("wandb", {})
+    inputs = [str(p) for p in smk.input]
     tracker = Tracker(mode=wb.get("mode", "offline"), project=wb.get("project", "pabench"),
                       entity=wb.get("entity"), directory=wb.get("dir", "data/wandb"),
                       group=group, job_type=smk.rule, name=run_name(smk.rule, wildcards),
-                      config={**params, **wildcards, "scale": smk.config.get("scale")},
+                      config={**params, **wildcards, "scale": smk.config.get("scale"),
+                              "inputs": inputs},
                       tags=[str(smk.config.get("scale"))])
+    for path in inputs:  # lineage (online only): the artifacts a producing job logged
+        tracker.use_artifact(path, artifact_type(path), [path])
     log.info("job %s (%s) started", run_name(smk.rule, wildcards), group)
     try:
         yield tracker
@@ -64,13 +68,17 @@ def job(smk, experiment: str | None = None):
         log.exception("job %s failed", smk.rule)
         tracker.finish(exit_code=1)
         raise
-    outputs = [Path(p) for p in smk.output]
-    tracker.log_artifact(run_name(smk.rule, wildcards), _artifact_type(smk.rule), outputs)
+    for path in smk.output:  # one artifact per output file, named by its path
+        tracker.log_artifact(str(path), artifact_type(str(path)), [path])
     tracker.finish()
     log.info("job %s done", smk.rule)
 
 
-def _artifact_type(rule: str) -> str:
-    if rule.startswith(("fig", "table")):
-        return "figure"
-    return "result"
+def artifact_type(path: str) -> str:
+    """W&B artifact type of a workflow file, by where it lives."""
+    for prefix, kind in (("figures/", "figure"), ("data/results/", "result"),
+                         ("data/models/", "model"), ("data/adversarial/", "dataset"),
+                         ("data/diagvib/", "dataset"), ("data/mnist/", "dataset")):
+        if path.startswith(prefix):
+            return "model" if path.endswith(".pt") else kind
+    return "file"

@@ -40,8 +40,8 @@ rule adv_train:
         history=f"data/adversarial/{ADV_DATA}/models/{{adv_model}}.csv",
     params:
         experiment="adversarial",
-        zoo=ADV["zoo"],
-        jpeg_rs=ADV["jpeg_rs"],
+        zoo=lambda wc: zoo_params(wc.adv_model),
+        jpeg_rs=lambda wc: jpeg_rs_params(wc.adv_model),
         device=ADV["device"],
     wildcard_constraints:
         adv_model="|".join(ZOO),
@@ -65,8 +65,8 @@ rule adv_attack:
     params:
         experiment="adversarial",
         settings=lambda wc: adv_setup(wc.dataset)[1][wc.attack],
-        jpeg_rs=ADV["jpeg_rs"],
-        zoo=ZOO,
+        jpeg_rs=lambda wc: jpeg_rs_params(wc.adv_model),
+        from_zoo=lambda wc: wc.adv_model in ZOO,
         device=ADV["device"],
         batch_size=ADV["batch_size"],
         robustbench_dir=ADV["robustbench_dir"],
@@ -83,19 +83,20 @@ rule adv_attack:
 
 rule adv_score:
     input:
-        records=lambda wc: [adv_record(wc.dataset, wc.adv_model, a, e) for a, e in adv_runs(wc.dataset)],
+        records=lambda wc: [adv_record(wc.dataset, wc.adv_model, wc.attack, e)
+                            for e in adv_eps(wc.attack, wc.dataset)],
     output:
-        table="data/results/adversarial/{dataset}/{adv_model}.csv",
+        table=adv_scores("{dataset}", "{adv_model}", "{attack}"),
     params:
         experiment="adversarial",
-        runs=lambda wc: adv_runs(wc.dataset),
+        runs=lambda wc: [(wc.attack, e) for e in adv_eps(wc.attack, wc.dataset)],
         ratios=ADV["adversarial_ratios"],
         pa_epochs=ADV["pa_epochs"],
         adam=config["pa"]["adam"],
     log:
-        "data/logs/adv_score/{dataset}-{adv_model}.log",
+        "data/logs/adv_score/{dataset}-{adv_model}-{attack}.log",
     benchmark:
-        "data/benchmarks/adv_score/{dataset}-{adv_model}.tsv"
+        "data/benchmarks/adv_score/{dataset}-{adv_model}-{attack}.tsv"
     conda:
         ENV
     script:
@@ -104,7 +105,7 @@ rule adv_score:
 
 rule adv_table:
     input:
-        tables=lambda wc: [f"data/results/adversarial/{wc.dataset}/{m}.csv" for m in adv_setup(wc.dataset)[0]],
+        tables=lambda wc: adv_score_tables(wc.dataset),
         histories=lambda wc: [f"data/adversarial/{ADV_DATA}/models/{m}.csv"
                               for m in adv_setup(wc.dataset)[0] if m in ZOO],
     output:
@@ -112,6 +113,7 @@ rule adv_table:
         md="figures/pa/models-{dataset}.md",
         csv="figures/pa/models-{dataset}.csv",
         tex="figures/pa/models-{dataset}.tex",
+        html=reported("figures/pa/models-{dataset}.html", "adversarial"),
     params:
         experiment="adversarial",
         models=lambda wc: adv_setup(wc.dataset)[0],
@@ -123,6 +125,8 @@ rule adv_table:
             data=DATASET_LABEL[wc.dataset]),
     log:
         "data/logs/adv_table/{dataset}.log",
+    benchmark:
+        "data/benchmarks/adv_table/{dataset}.tsv"
     conda:
         ENV
     script:
@@ -131,11 +135,11 @@ rule adv_table:
 
 rule adv_ar_figure:
     input:
-        table=lambda wc: f"data/results/adversarial/{AR_FIGURES[wc.figure][0]}.csv",
+        tables=lambda wc: adv_score_tables(AR_FIGURES[wc.figure][0], [AR_FIGURES[wc.figure][1]]),
         style=STYLE,
     output:
         pdf="figures/pa/{figure}.pdf",
-        png="figures/pa/{figure}.png",
+        png=reported("figures/pa/{figure}.png", "adversarial"),
         csv="figures/pa/{figure}.csv",
     params:
         experiment="adversarial",
@@ -148,7 +152,7 @@ rule adv_ar_figure:
     log:
         "data/logs/{figure}.log",
     benchmark:
-        "data/benchmarks/{figure}.tsv"
+        "data/benchmarks/adv_ar_figure/{figure}.tsv"
     conda:
         ENV
     script:
@@ -160,11 +164,12 @@ rule adv_confidence_figure:
         records=lambda wc: sorted({adv_record(ADV_DATA, m, a, e)
                                    for a, e, _ in CONFIDENCE_FIGURES[wc.figure][0]
                                    for m in CONFIDENCE_FIGURES[wc.figure][1]}),
-        table=f"data/results/adversarial/{ADV_DATA}.csv",
+        tables=lambda wc: adv_score_tables(
+            ADV_DATA, sorted({a for a, _, _ in CONFIDENCE_FIGURES[wc.figure][0]})),
         style=STYLE,
     output:
         pdf="figures/pa/{figure}.pdf",
-        png="figures/pa/{figure}.png",
+        png=reported("figures/pa/{figure}.png", "adversarial"),
         csv="figures/pa/{figure}.csv",
     params:
         experiment="adversarial",
@@ -178,7 +183,7 @@ rule adv_confidence_figure:
     log:
         "data/logs/{figure}.log",
     benchmark:
-        "data/benchmarks/{figure}.tsv"
+        "data/benchmarks/adv_confidence_figure/{figure}.tsv"
     conda:
         ENV
     script:

@@ -35,6 +35,18 @@ def adv_model_input(model):
     return [f"data/adversarial/{ADV_DATA}/models/{model}.pt"] if model in ZOO else []
 
 
+def zoo_params(model):
+    """The zoo settings one model's training reads (its architecture resolved), so that adding
+    a model or changing another's override does not retrain it."""
+    shared = {k: v for k, v in ADV["zoo"].items() if k not in ("models", "arch_overrides")}
+    return {**shared, "arch": ADV["zoo"].get("arch_overrides", {}).get(model, ADV["zoo"]["arch"])}
+
+
+def jpeg_rs_params(model):
+    """The JPEG + RS settings, which only the jpeg_rs model's jobs depend on."""
+    return ADV["jpeg_rs"] if model == "jpeg_rs" else {}
+
+
 def adv_figure_meta(caption, attacks, dataset=ADV_DATA):
     models, settings = adv_setup(dataset)
     n = IMAGENET["n"] if dataset == "imagenet" else ADV["n_test"]
@@ -44,9 +56,16 @@ def adv_figure_meta(caption, attacks, dataset=ADV_DATA):
                       seeds={"zoo": ADV["zoo"]["seed"], "test_subset": ADV["test_seed"]})
 
 
-def adv_runs(dataset):
-    """Every (attack, eps tag) of a dataset's experiment."""
-    return [(a, e) for a in adv_setup(dataset)[1] for e in adv_eps(a, dataset)]
+def adv_scores(dataset, model, attack):
+    """PA / AFR of one model under one attack (every eps and AR): rule adv_score."""
+    return f"data/results/adversarial/{dataset}/{model}/{attack}.csv"
+
+
+def adv_score_tables(dataset, attacks=None):
+    """The adv_score tables of every model of a dataset, for the given attacks (default: all),
+    so that a figure of one attack needs only that attack's runs."""
+    models, settings = adv_setup(dataset)
+    return [adv_scores(dataset, m, a) for m in models for a in (attacks or settings)]
 
 
 AR_FIGURES = {

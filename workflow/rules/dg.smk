@@ -1,11 +1,12 @@
 # Domain generalisation (PA paper, Section 4.2): ERM / IRM / LISA on the shift-factor study,
 # test-set scores, PA and AFR on the shift-ratio datasets, Figure 7.
-from pabench.dg import stage_epochs
+from pabench.dg import stage_epochs, train_params
 
 DG = config["dg"]
 DG_RUNS = [f"{a}-s{s}" for a in DG["algorithms"] for s in DG["seeds"]]
 TRAIN_THREADS = DG.get("threads") or workflow.cores
 PCA_ALGORITHMS = [a for a in ("erm", "irm") if a in DG["algorithms"]]  # Figure 11
+
 
 
 rule train_dg:
@@ -21,7 +22,7 @@ rule train_dg:
                       e=stage_epochs(DG["epochs"])),
     params:
         experiment="dg",
-        dg=DG,
+        dg=lambda wc: train_params(DG, wc.algorithm),
     wildcard_constraints:
         algorithm="[a-z]+",
         seed=r"\d+",
@@ -50,6 +51,8 @@ rule dg_scores:
         seed=r"\d+",
     log:
         "data/logs/dg_scores/{algorithm}-s{seed}.log",
+    benchmark:
+        "data/benchmarks/dg_scores/{algorithm}-s{seed}.tsv"
     conda:
         ENV
     script:
@@ -88,6 +91,8 @@ rule dg_pa_table:
         experiment="dg",
     log:
         "data/logs/dg_pa_table.log",
+    benchmark:
+        "data/benchmarks/dg_pa_table/dg_pa_table.tsv"
     conda:
         ENV
     script:
@@ -100,7 +105,7 @@ rule fig07:
         style=STYLE,
     output:
         pdf="figures/pa/fig07.pdf",
-        png="figures/pa/fig07.png",
+        png=reported("figures/pa/fig07.png", "dg"),
         csv="figures/pa/fig07.csv",
     params:
         experiment="dg",
@@ -118,7 +123,7 @@ rule fig07:
     log:
         "data/logs/fig07.log",
     benchmark:
-        "data/benchmarks/fig07.tsv"
+        "data/benchmarks/fig07/fig07.tsv"
     conda:
         ENV
     script:
@@ -142,7 +147,7 @@ rule train_ms:
         history="data/models/model_selection/{setting}/{algorithm}-s{seed}/history.csv",
     params:
         experiment="model_selection",
-        dg=DG,
+        dg=lambda wc: train_params(DG, wc.algorithm),
         epochs=MS["epochs"],
     wildcard_constraints:
         setting="[a-z0-9_]+",
@@ -176,6 +181,8 @@ rule ms_eval:
         seed=r"\d+",
     log:
         "data/logs/ms_eval/{setting}-{algorithm}-s{seed}.log",
+    benchmark:
+        "data/benchmarks/ms_eval/{setting}-{algorithm}-s{seed}.tsv"
     conda:
         ENV
     script:
@@ -191,6 +198,8 @@ rule ms_table:
         experiment="model_selection",
     log:
         "data/logs/ms_table.log",
+    benchmark:
+        "data/benchmarks/ms_table/ms_table.tsv"
     conda:
         ENV
     script:
@@ -204,6 +213,7 @@ rule table1:
         md="figures/pa/table1.md",
         csv="figures/pa/table1.csv",
         tex="figures/pa/table1.tex",
+        html=reported("figures/pa/table1.html", "model_selection"),
     params:
         experiment="model_selection",
         settings=[MS_STUDY["splits"][s].get("label", s) for s in MS_SETTINGS],
@@ -222,6 +232,8 @@ rule table1:
         ),
     log:
         "data/logs/table1.log",
+    benchmark:
+        "data/benchmarks/table1/table1.tsv"
     conda:
         ENV
     script:
@@ -235,7 +247,7 @@ rule fig08:
         style=STYLE,
     output:
         pdf="figures/pa/fig08.pdf",
-        png="figures/pa/fig08.png",
+        png=reported("figures/pa/fig08.png", "dg"),
         csv="figures/pa/fig08.csv",
     params:
         experiment="dg",
@@ -252,6 +264,8 @@ rule fig08:
         ),
     log:
         "data/logs/fig08.log",
+    benchmark:
+        "data/benchmarks/fig08/fig08.tsv"
     conda:
         ENV
     script:
@@ -266,7 +280,7 @@ rule fig11:
         style=STYLE,
     output:
         pdf="figures/pa/fig11.pdf",
-        png="figures/pa/fig11.png",
+        png=reported("figures/pa/fig11.png", "dg"),
         csv="figures/pa/fig11.csv",
     params:
         experiment="dg",
@@ -285,6 +299,8 @@ rule fig11:
         ),
     log:
         "data/logs/fig11.log",
+    benchmark:
+        "data/benchmarks/fig11/fig11.tsv"
     conda:
         ENV
     script:

@@ -13,7 +13,7 @@ rule mnist_pools:
     log:
         "data/logs/mnist_pools.log",
     benchmark:
-        "data/benchmarks/mnist_pools.tsv"
+        "data/benchmarks/mnist_pools/mnist_pools.tsv"
     conda:
         ENV
     script:
@@ -54,6 +54,8 @@ rule shift_ratio_views:
         ratios=DIAGVIB["shift_ratios"],
     log:
         "data/logs/shift_ratio_views.log",
+    benchmark:
+        "data/benchmarks/shift_ratio_views/shift_ratio_views.tsv"
     conda:
         ENV
     script:
@@ -70,7 +72,7 @@ rule diagvib_ass:
     log:
         "data/logs/diagvib_ass.log",
     benchmark:
-        "data/benchmarks/diagvib_ass.tsv"
+        "data/benchmarks/diagvib_ass/diagvib_ass.tsv"
     conda:
         ENV
     script:
@@ -85,7 +87,7 @@ rule fig13:
         style=STYLE,
     output:
         pdf="figures/pa/fig13.pdf",
-        png="figures/pa/fig13.png",
+        png=reported("figures/pa/fig13.png", "diagvib"),
         csv="figures/pa/fig13.csv",
     params:
         experiment="diagvib",
@@ -99,7 +101,7 @@ rule fig13:
     log:
         "data/logs/fig13.log",
     benchmark:
-        "data/benchmarks/fig13.tsv"
+        "data/benchmarks/fig13/fig13.tsv"
     conda:
         ENV
     script:
@@ -113,6 +115,7 @@ rule table2:
         md="figures/pa/table2.md",
         csv="figures/pa/table2.csv",
         tex="figures/pa/table2.tex",
+        html=reported("figures/pa/table2.html", "diagvib"),
     params:
         experiment="diagvib",
         study=DIAGVIB["studies"]["shift_factor"],
@@ -127,6 +130,8 @@ rule table2:
         ),
     log:
         "data/logs/table2.log",
+    benchmark:
+        "data/benchmarks/table2/table2.tsv"
     conda:
         ENV
     script:
@@ -138,7 +143,7 @@ rule fig12:
         style=STYLE,
     output:
         pdf="figures/pa/fig12.pdf",
-        png="figures/pa/fig12.png",
+        png=reported("figures/pa/fig12.png", "diagvib"),
         csv="figures/pa/fig12.csv",
     params:
         experiment="diagvib",
@@ -152,6 +157,8 @@ rule fig12:
         ),
     log:
         "data/logs/fig12.log",
+    benchmark:
+        "data/benchmarks/fig12/fig12.tsv"
     conda:
         ENV
     script:
@@ -163,6 +170,7 @@ rule table3:
         md="figures/pa/table3.md",
         csv="figures/pa/table3.csv",
         tex="figures/pa/table3.tex",
+        html=reported("figures/pa/table3.html", "diagvib"),
     params:
         experiment="diagvib",
         study=DIAGVIB["studies"]["model_selection"],
@@ -178,6 +186,8 @@ rule table3:
         ),
     log:
         "data/logs/table3.log",
+    benchmark:
+        "data/benchmarks/table3/table3.tsv"
     conda:
         ENV
     script:

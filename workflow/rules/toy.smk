@@ -11,7 +11,7 @@ rule toy_bernoulli:
     log:
         "data/logs/toy_bernoulli.log",
     benchmark:
-        "data/benchmarks/toy_bernoulli.tsv"
+        "data/benchmarks/toy_bernoulli/toy_bernoulli.tsv"
     conda:
         ENV
     script:
@@ -27,7 +27,7 @@ rule toy_gaussian:
     log:
         "data/logs/toy_gaussian.log",
     benchmark:
-        "data/benchmarks/toy_gaussian.tsv"
+        "data/benchmarks/toy_gaussian/toy_gaussian.tsv"
     conda:
         ENV
     script:
@@ -40,7 +40,7 @@ rule fig01:
         style=STYLE,
     output:
         pdf="figures/pa/fig01.pdf",
-        png="figures/pa/fig01.png",
+        png=reported("figures/pa/fig01.png", "toy"),
         csv="figures/pa/fig01.csv",
     params:
         experiment="toy",
@@ -56,7 +56,7 @@ rule fig01:
     log:
         "data/logs/fig01.log",
     benchmark:
-        "data/benchmarks/fig01.tsv"
+        "data/benchmarks/fig01/fig01.tsv"
     conda:
         ENV
     script:
@@ -69,7 +69,7 @@ rule fig02:
         style=STYLE,
     output:
         pdf="figures/pa/fig02.pdf",
-        png="figures/pa/fig02.png",
+        png=reported("figures/pa/fig02.png", "toy"),
         csv="figures/pa/fig02.csv",
     params:
         experiment="toy",
@@ -84,7 +84,7 @@ rule fig02:
     log:
         "data/logs/fig02.log",
     benchmark:
-        "data/benchmarks/fig02.tsv"
+        "data/benchmarks/fig02/fig02.tsv"
     conda:
         ENV
     script:

@@ -15,7 +15,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     device = resolve_device(smk.params.device)
     images, labels = datasets.load_split(smk.input.test)
     name = smk.wildcards.adv_model
-    if name in smk.params.zoo:
+    if smk.params.from_zoo:
         model, info = load_zoo_model(smk.input.model[0], smk.params.jpeg_rs, device)
         if info["image_size"] != images.shape[-1] or info["num_classes"] <= labels.max():
             raise ValueError(f"{smk.input.model[0]}: model for {info['num_classes']} classes at "

@@ -29,6 +29,6 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         run.log({f"clean_accuracy/{model}": accuracy})
     models = pd.DataFrame(rows)
     meta = dict(smk.params.meta)
-    write_table(models, smk.output.md, smk.output.csv, smk.output.tex, meta.pop("caption"), meta,
-                label=f"models-{smk.wildcards.dataset}")
+    write_table(models, meta.pop("caption"), meta, f"models-{smk.wildcards.dataset}", smk.output.md,
+                smk.output.csv, smk.output.tex, smk.output.html)
     run.log_table("models", models.astype(str))

@@ -16,7 +16,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     zoo = smk.params.zoo
     device = resolve_device(smk.params.device)
     method = smk.wildcards.adv_model
-    settings = ZooSettings(method=method, arch=zoo.get("arch_overrides", {}).get(method, zoo["arch"]), epochs=zoo["epochs"],
+    settings = ZooSettings(method=method, arch=zoo["arch"], epochs=zoo["epochs"],
                            batch_size=zoo["batch_size"], lr=zoo["lr"],
                            eps=parse_eps(zoo["eps"]), pgd_steps=zoo["pgd_steps"],
                            trades_beta=zoo["trades_beta"], seed=zoo["seed"], device=str(device))

@@ -17,14 +17,14 @@ def from_table(mod, name):
     return lambda smk, outputs, meta: getattr(module(mod), name)(pd.read_csv(smk.input.table), outputs, meta)
 
 
-def adv_table(path):
-    """The tidy adversarial table; eps tags stay strings ("0.1", "8-255", "min")."""
-    return pd.read_csv(path, dtype={"eps": str})
+def adv_tables(paths):
+    """The adv_score tables stacked; eps tags stay strings ("0.1", "8-255", "min")."""
+    return pd.concat([pd.read_csv(p, dtype={"eps": str}) for p in paths], ignore_index=True)
 
 
 def adv_ar(main_ar_max=None):
     return lambda smk, outputs, meta: module("adversarial").ar_figure(
-        adv_table(smk.input.table), smk.params.attack, smk.params.models, outputs, meta, main_ar_max)
+        adv_tables(smk.input.tables), smk.params.attack, smk.params.models, outputs, meta, main_ar_max)
 
 
 def adv_confidence(smk, outputs, meta):
@@ -32,7 +32,7 @@ def adv_confidence(smk, outputs, meta):
     for path in smk.input.records:
         *_, model, attack, eps = path[:-len(".npz")].split("/")
         records[(model, attack, eps)] = path
-    return module("adversarial").confidence_figure(records, adv_table(smk.input.table),
+    return module("adversarial").confidence_figure(records, adv_tables(smk.input.tables),
                                                    smk.params.panels, smk.params.models, outputs, meta)
 
 

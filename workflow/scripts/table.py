@@ -25,6 +25,6 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     meta = dict(smk.params.meta)
     frame = TABLES[smk.rule](smk)
-    write_table(frame, smk.output.md, smk.output.csv, smk.output.tex, meta.pop("caption"), meta,
-                label=smk.rule)
+    write_table(frame, meta.pop("caption"), meta, smk.rule, smk.output.md, smk.output.csv,
+                smk.output.tex, smk.output.html)
     run.log_table(smk.rule, frame.astype(str))

@@ -1,0 +1,18 @@
+"""Rule claims: evaluate the papers' checkable claims on the tidy result tables."""
+import pandas as pd
+
+from pabench.claims import evaluate, to_markdown
+from pabench.io import write_csv, write_text
+from pabench.tables import to_html
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    tables = {name: pd.read_csv(path, dtype={"eps": str}) for name, path in smk.input.items()}
+    results = evaluate(tables)
+    write_csv(smk.output.csv, results)
+    write_text(smk.output.md, to_markdown(results, smk.config["scale"]))
+    write_text(smk.output.html, to_html(results, f"Claims check at the {smk.config['scale']} scale: "
+                                          + smk.params.meta["caption"]))
+    run.log({f"claims/{v}": int(n) for v, n in results.verdict.value_counts().items()})
+    run.log_table("claims", results)

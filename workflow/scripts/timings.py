@@ -1,0 +1,14 @@
+"""Rule timings: summarise every rule's Snakemake benchmark files."""
+from pabench.tables import write_table
+from pabench.timings import summarise
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    table = summarise("data/benchmarks")
+    meta = dict(smk.params.meta)
+    caption = meta.pop("caption")
+    write_table(table, caption, meta, "timings", smk.output.md, smk.output.csv,
+                html_path=smk.output.html)
+    run.log({"total_job_s": float(table.loc[table.rule == "total", "total_s"].iloc[0])})
+    run.log_table("timings", table)
