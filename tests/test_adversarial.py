@@ -6,7 +6,7 @@ import torch
 
 from pabench.adversarial import datasets
 from pabench.adversarial.attacks import _batch, attack_dataset, fingerprint
-from pabench.adversarial.models import (JpegReverseSigmoid, build, load_zoo_model, reverse_sigmoid,
+from pabench.adversarial.models import (JpegReverseSigmoid, load_zoo_model, reverse_sigmoid,
                                         save_zoo_model)
 from pabench.adversarial.records import (ATTACKS, ar_mask, ar_scores, check_record, confidence_groups,
                                          eps_tag, load_record, parse_eps, tag_eps)

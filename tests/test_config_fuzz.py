@@ -25,8 +25,8 @@ UNKNOWN_NAMES = {
 # Values out of their range.
 OUT_OF_RANGE = {
     ("dg", "epochs"): 0, ("dg", "lr"): -0.001, ("dg", "batch_size"): 0, ("dg", "seeds"): [-1],
-    ("dg", "pa_epochs"): 0, ("adversarial", "n_test"): 0, ("adversarial", "eps"): [1.5],
-    ("adversarial", "eps"): ["2/0"], ("adversarial", "zoo", "eps"): -0.1,
+    ("dg", "pa_epochs"): 0, ("adversarial", "n_test"): 0, ("adversarial", "eps"): [1.5, "2/0"],
+    ("adversarial", "zoo", "eps"): -0.1,
     ("adversarial", "adversarial_ratios"): [0.0, 1.2], ("adversarial", "batch_size"): -5,
     ("adversarial", "zoo", "epochs"): -1, ("adversarial", "pa_epochs"): -1,
     ("adversarial", "imagenet", "n"): 0, ("adversarial", "imagenet", "eps"): [0.0],

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import TEST, copy_workflow, run_snakemake
+from conftest import TEST, run_snakemake
 from pabench.claims import CLAIMS, NOT_EVALUATED, REPRODUCED, NOT_REPRODUCED
 from pabench.dashboard import build_workspace, spec_from_dir
 
@@ -158,7 +158,7 @@ def test_report_shows_figures_and_claims_in_headless_chromium(ran, tmp_path):
         b.js("__t.clickRow('fig01', 1)")
         b.wait("document.querySelector('nav').innerText.includes('Figure 1')", "the caption")
         pixels = b.screenshot(tmp_path / "fig01.png")
-        x0, y0, x1, y1 = (int(v) for v in b.js(f"__t.rect('#app img[src^=\"data:image/png\"]')"))
+        x0, y0, x1, y1 = (int(v) for v in b.js("__t.rect('#app img[src^=\"data:image/png\"]')"))
         shown = pixels[max(y0, 0):y1, max(x0, 0):x1]
         assert shown.shape[0] > 100 and shown.shape[1] > 100, (x0, y0, x1, y1)
         assert shown.std() > 20 and len(np.unique(shown.reshape(-1, 3), axis=0)) > 20

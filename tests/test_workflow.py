@@ -206,7 +206,7 @@ def test_dry_run_at_every_scale(workdir, overlay):
     ("diagvib:\n  shift_ratios: [0.5, 1.5]\n", "key 'diagvib.shift_ratios.1': 1.5 is greater than the maximum of 1"),
     ("diagvib:\n  studies:\n    shift_factor:\n      environments:\n        env3: {hue: purple, lightness: dark,"
      " position: CC, scale: normal, texture: blank}\n",
-     "diagvib.studies.shift_factor.environments.env3: environment 'env3', factor 'hue': unknown hue value 'purple'"),
+     "diagvib.studies.shift_factor.environments.env3.hue: environment 'env3', factor 'hue': unknown hue value 'purple'"),
     ("diagvib:\n  studies:\n    shift_factor:\n      splits:\n        val: {pool: val, envs: [env0, env7], n: 4,"
      " paired: true, seed: 1}\n", "diagvib.studies.shift_factor.splits.val: diagvib.studies.shift_factor.splits.val.envs:"
      " unknown environment 'env7'"),

@@ -273,16 +273,21 @@ def _(adv):
         for e in _eps_order(beta.index))
 
 
+def _same_order(adv, attack: str, ar: float):
+    """Whether PA (adam) and AFR_T order the models alike (no discordant pair) at every eps."""
+    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
+    rows = _attack(adv, attack)
+    pa, afr = _at(rows, ar, "logpa_adam"), _at(rows, ar, "afr_true")
+    bad = {e: _discordant(pa.loc[e], afr.loc[e]) for e in pa.index}
+    return all(v == 0 for v in bad.values()), "; ".join(
+        f"eps {e}: {bad[e]} discordant pairs" for e in _eps_order(bad))
+
+
 @claim("adv-ar0-ranking", "PA paper, Section 4.1 (AR = 0 with Adam)",
        "At AR = 0, PA (adam) orders the models as AFR_T (their clean accuracy) does: no pair of "
        "models is ordered oppositely (PGD, every eps).", "adversarial")
 def _(adv):
-    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
-    rows = _attack(adv, "pgd")
-    pa, afr = _at(rows, 0.0, "logpa_adam"), _at(rows, 0.0, "afr_true")
-    bad = {e: _discordant(pa.loc[e], afr.loc[e]) for e in pa.index}
-    return all(v == 0 for v in bad.values()), "; ".join(
-        f"eps {e}: {bad[e]} discordant pairs" for e in _eps_order(bad))
+    return _same_order(adv, "pgd", 0.0)
 
 
 @claim("adv-exact-no-shift", "PA paper, Theorem 3 and Section 4.1",
@@ -330,12 +335,7 @@ def _(adv):
        "On ImageNet under APGD-CE at AR = 1, PA (adam) and AFR_T order the models the same way "
        "(no discordant pair) at every eps.", "imagenet")
 def _(adv):
-    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
-    rows = _attack(adv, "apgd-ce")
-    pa, afr = _at(rows, 1.0, "logpa_adam"), _at(rows, 1.0, "afr_true")
-    bad = {e: _discordant(pa.loc[e], afr.loc[e]) for e in pa.index}
-    return all(v == 0 for v in bad.values()), "; ".join(
-        f"eps {e}: {bad[e]} discordant pairs" for e in _eps_order(bad))
+    return _same_order(adv, "apgd-ce", 1.0)
 
 
 # ------------------------------------------------------------------ domain generalisation (4.2)

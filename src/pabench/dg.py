@@ -50,6 +50,26 @@ def split_scores(model, split: dict, device) -> dict:
     return out
 
 
+def load_scores(path) -> tuple[dict, np.ndarray]:
+    """What rule dg_scores wrote: ({env: logits, env/labels: labels}, classes), checked: finite
+    logits, one label per row, the same classes everywhere."""
+    from .io import load_npz
+
+    arrays = load_npz(path, keys=["classes"])
+    classes = arrays.pop("classes")
+    for env in (k for k in arrays if "/" not in k):
+        logits, labels = arrays[env], arrays.get(f"{env}/labels")
+        if labels is None or logits.ndim != 2 or len(labels) != len(logits):
+            raise ValueError(f"{path}: environment {env!r} has {logits.shape} scores but "
+                             f"{None if labels is None else len(labels)} labels")
+        if logits.shape[1] != len(classes):
+            raise ValueError(f"{path}: environment {env!r} scores {logits.shape[1]} classes, "
+                             f"the file lists {len(classes)}")
+        if not np.isfinite(logits).all():
+            raise ValueError(f"{path}: environment {env!r} has non-finite scores (NaN or inf)")
+    return arrays, classes
+
+
 def _view(scores: dict, view: list[dict]) -> np.ndarray:
     """The scores of a shift-ratio view (slices of the paired environments)."""
     return np.concatenate([scores[p["env"]][p["start"]:p["stop"]] for p in view])

@@ -5,6 +5,8 @@ import json
 import os
 import pickle
 import tempfile
+import zipfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,6 +44,44 @@ def write_csv(path, frame) -> None:
         frame.to_csv(tmp, index=False, float_format="%.10g")
 
 
+def load_npz(path, keys=()) -> dict:
+    """Every array of an .npz file (no pickles), checking that `keys` are present; a missing,
+    truncated or corrupted file raises an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
+        raise ValueError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})") from None
+    missing = [k for k in keys if k not in arrays]
+    if missing:
+        raise ValueError(f"{path}: lacks arrays {missing} (has {sorted(arrays)})")
+    return arrays
+
+
+def read_table(path, **kwargs):
+    """A CSV result table; a missing, empty or malformed file raises an error naming it."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with open(path, "rb") as fh:  # every table the workflow writes ends with a newline
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(size - 1, 0))
+        if size and fh.read(1) != b"\n":
+            raise ValueError(f"{path}: truncated (the last line is incomplete)")
+    try:
+        frame = pd.read_csv(path, **kwargs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable CSV table ({type(err).__name__}: {err})") from None
+    if frame.empty:
+        raise ValueError(f"{path}: an empty table")
+    return frame
+
+
 def load_array(path, key: str | None = None) -> np.ndarray:
     """A numeric array from .npy, .npz (the only array, or `key`) or .pt (a tensor, loaded with
     weights_only=True so that no pickled code can run)."""
@@ -53,15 +93,14 @@ def load_array(path, key: str | None = None) -> np.ndarray:
         if suffix == ".npy":
             return np.load(path, allow_pickle=False)
         if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                names = list(z.keys())
-                if key is None:
-                    if len(names) != 1:
-                        raise ValueError(f"{path}: holds arrays {names}; name one with a key")
-                    key = names[0]
-                if key not in names:
-                    raise ValueError(f"{path}: no array {key!r} (has {names})")
-                return z[key]
+            arrays = load_npz(path)
+            if key is None:
+                if len(arrays) != 1:
+                    raise ValueError(f"{path}: holds arrays {list(arrays)}; name one with a key")
+                key = next(iter(arrays))
+            if key not in arrays:
+                raise ValueError(f"{path}: no array {key!r} (has {list(arrays)})")
+            return arrays[key]
         if suffix == ".pt":
             import torch  # here, not at the top: most jobs that write files never need PyTorch
 

@@ -7,6 +7,7 @@ The API key is only ever read by wandb itself from the environment or ~/.netrc.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import netrc
@@ -15,6 +16,7 @@ import re
 import shutil
 import socket
 import struct
+import time
 import urllib.parse
 import warnings
 from pathlib import Path
@@ -157,8 +159,34 @@ class Tracker:
                     lambda: self.run.use_artifact(_artifact(wandb, name, kind, paths)))
 
     def finish(self, exit_code: int = 0) -> None:
+        if self.run is None:
+            return
+        run_dir = None
+        with contextlib.suppress(Exception):
+            run_dir = Path(self.run.dir).parent
         self._guard("finish", lambda: self.run.finish(exit_code=exit_code))
         self.run = None
+        if run_dir is not None:
+            _wait_for_log(run_dir)
+
+
+def _wait_for_log(run_dir: Path, timeout: float = 10.0) -> None:
+    """Wait until the run's transaction log holds its exit record: wandb's service may still
+    be writing it when finish() returns (seen in CI), and the job's W&B output should be complete
+    when the job ends (before `wandb sync` or a reader looks at it)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in run_dir.glob("*.wandb"):
+            with contextlib.suppress(Exception):  # a log being written may end mid-record
+                for payload in _records(path):
+                    rec = pb.Record()
+                    rec.ParseFromString(payload)
+                    if rec.WhichOneof("record_type") == "exit":
+                        return
+        time.sleep(0.05)
+    _warn(f"{run_dir}: the run log has no exit record after {timeout:.0f} s")
 
 
 def _artifact(wandb, name: str, kind: str, paths):

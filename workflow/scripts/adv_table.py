@@ -3,16 +3,16 @@ both solvers, beta, AFR_T, AFR_P, clean accuracy) and its model table (source, m
 architecture, clean accuracy on the attacked test images)."""
 import pandas as pd
 
-from pabench.io import write_csv
+from pabench.io import read_table, write_csv
 from pabench.tables import write_table
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    table = pd.concat([pd.read_csv(p, dtype={"eps": str}) for p in smk.input.tables], ignore_index=True)
+    table = pd.concat([read_table(p, dtype={"eps": str}) for p in smk.input.tables], ignore_index=True)
     write_csv(smk.output.table, table)
     run.log_table("pa", table)
-    histories = {p.rsplit("/", 1)[1][:-len(".csv")]: pd.read_csv(p) for p in smk.input.histories}
+    histories = {p.rsplit("/", 1)[1][:-len(".csv")]: read_table(p) for p in smk.input.histories}
     rows = []
     for model in smk.params.models:
         accuracy = float(table[table.model == model].clean_accuracy.iloc[0])

@@ -1,14 +1,13 @@
 """Rule claims: evaluate the papers' checkable claims on the tidy result tables."""
-import pandas as pd
 
 from pabench.claims import evaluate, to_markdown
-from pabench.io import write_csv, write_text
+from pabench.io import read_table, write_csv, write_text
 from pabench.tables import to_html
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    tables = {name: pd.read_csv(path, dtype={"eps": str}) for name, path in smk.input.items()}
+    tables = {name: read_table(path, dtype={"eps": str}) for name, path in smk.input.items()}
     results = evaluate(tables)
     write_csv(smk.output.csv, results)
     write_text(smk.output.md, to_markdown(results, smk.config["scale"]))

@@ -1,12 +1,12 @@
 """Stack per-run result tables into one tidy table."""
 import pandas as pd
 
-from pabench.io import write_csv
+from pabench.io import read_table, write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    table = pd.concat([pd.read_csv(p) for p in smk.input.tables], ignore_index=True)
+    table = pd.concat([read_table(p) for p in smk.input.tables], ignore_index=True)
     write_csv(smk.output.table, table)
     run.log({"rows": len(table)})
     run.log_table("table", table)

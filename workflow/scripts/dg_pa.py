@@ -1,15 +1,11 @@
 """Rule dg_pa: PA (adam and exact) and AFR of one model on every shift-ratio dataset."""
-import numpy as np
-
 from pabench import dg
 from pabench.io import write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    with np.load(smk.input.scores, allow_pickle=False) as z:
-        scores = {k: z[k] for k in z.files if k != "classes"}
-        classes = z["classes"]
+    scores, classes = dg.load_scores(smk.input.scores)
     table = dg.shift_ratio_pa(scores, classes, smk.params.ratios, smk.params.pa_epochs, smk.params.adam)
     table.insert(0, "algorithm", smk.wildcards.algorithm)
     table.insert(1, "seed", int(smk.wildcards.seed))

@@ -5,6 +5,7 @@ import importlib
 import pandas as pd
 
 from pabench.figures.common import use_style
+from pabench.io import read_table
 from pabench.workflow import job
 
 
@@ -14,12 +15,12 @@ def module(name):
 
 def from_table(mod, name):
     """A figure drawn from the rule's one input table."""
-    return lambda smk, outputs, meta: getattr(module(mod), name)(pd.read_csv(smk.input.table), outputs, meta)
+    return lambda smk, outputs, meta: getattr(module(mod), name)(read_table(smk.input.table), outputs, meta)
 
 
 def adv_tables(paths):
     """The adv_score tables stacked; eps tags stay strings ("0.1", "8-255", "min")."""
-    return pd.concat([pd.read_csv(p, dtype={"eps": str}) for p in paths], ignore_index=True)
+    return pd.concat([read_table(p, dtype={"eps": str}) for p in paths], ignore_index=True)
 
 
 def adv_ar(main_ar_max=None):
@@ -45,7 +46,7 @@ FIGURES = {
     "fig06": adv_confidence,
     "fig07": from_table("dg", "fig07"),
     "fig08": lambda smk, outputs, meta: module("dg").fig08(list(smk.input.scores), smk.params.runs,
-                                                           pd.read_csv(smk.input.pa), outputs, meta),
+                                                           read_table(smk.input.pa), outputs, meta),
     "fig09": adv_confidence,
     "fig11": lambda smk, outputs, meta: module("dg").fig11(list(smk.input.stages), smk.params.algorithms,
                                                            smk.input.val, smk.params.samples,

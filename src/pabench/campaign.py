@@ -1,0 +1,198 @@
+"""Kill campaign: a workflow killed with SIGKILL at a random moment and rerun with
+`--rerun-incomplete` must end with exactly the outputs of an uninterrupted run.
+
+    python -m pabench.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
+
+Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
+the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
+compares every output with the reference run: byte for byte where the bytes are the content (see
+`digest` for the three formats compared by content).  W&B runs, logs and benchmark files are not
+outputs and are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
+NOT_OUTPUTS = ("data/wandb", "data/logs", "data/benchmarks")
+TEST = ("--configfile", "workflow/config/test.yaml")
+
+
+def prepare(repo: Path, workdir: Path) -> Path:
+    """A fresh copy of the workflow (no data) in workdir."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    for name in WORKFLOW_FILES:
+        src = repo / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, workdir / name)
+    return workdir
+
+
+def snakemake_cmd(*args) -> list[str]:
+    exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
+    return [exe, *args]
+
+
+def run(workdir: Path, *args, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(snakemake_cmd(*args), cwd=workdir, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# Columns that measure speed, not results (training histories): left out of the comparison.
+TIMING_COLUMNS = ("images_per_s", "data_wait_fraction")
+
+
+def _feed(h, obj) -> None:
+    """Hash a loaded checkpoint: tensors by dtype, shape and bytes, the rest by repr."""
+    import torch
+
+    if isinstance(obj, dict):
+        for key in sorted(obj, key=str):
+            h.update(f"{key!r}:".encode())
+            _feed(h, obj[key])
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            _feed(h, item)
+    elif isinstance(obj, torch.Tensor):
+        h.update(f"{obj.dtype}|{tuple(obj.shape)}|".encode())
+        h.update(obj.detach().cpu().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    else:
+        h.update(repr(obj).encode())
+
+
+def digest(path: Path) -> str:
+    """Content digest: the bytes, except where the bytes carry more than the content: .npz
+    archives (zip entries carry a write time) by array; PyTorch checkpoints (a random
+    serialization id and the temporary file's name in the archive) by tensor; training-history
+    CSVs without their speed columns."""
+    h = hashlib.sha256()
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            for name in sorted(data.files):
+                arr = np.ascontiguousarray(data[name])
+                h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+                h.update(arr.tobytes())
+    elif path.suffix == ".pt":
+        import torch
+        _feed(h, torch.load(path, map_location="cpu", weights_only=True))
+    elif path.suffix == ".csv" and any(c in path.open().readline() for c in TIMING_COLUMNS):
+        import pandas as pd
+        frame = pd.read_csv(path)
+        h.update(frame.drop(columns=[c for c in TIMING_COLUMNS if c in frame]).to_csv().encode())
+    else:
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """{relative path: digest} of every output under figures/ and data/."""
+    out = {}
+    for sub in ("figures", "data"):
+        for path in sorted((root / sub).rglob("*")):
+            rel = path.relative_to(root).as_posix()
+            if path.is_file() and not rel.startswith(NOT_OUTPUTS) and path.name != "README.md":
+                out[rel] = digest(path)
+    return out
+
+
+def compare(reference: dict, other: dict) -> dict:
+    return {"missing": sorted(set(reference) - set(other)),
+            "extra": sorted(set(other) - set(reference)),
+            "differ": sorted(k for k in set(reference) & set(other) if reference[k] != other[k])}
+
+
+def _jobs_done(workdir: Path) -> int:
+    """Finished jobs so far: Snakemake writes a job's benchmark file when it ends."""
+    return sum(1 for _ in (workdir / "data/benchmarks").glob("*/*.tsv"))
+
+
+def kill_trial(repo: Path, workdir: Path, targets, kill_after: float | None = None,
+               after_jobs: int | None = None, cores: int = 2) -> dict:
+    """Start the workflow and SIGKILL its whole process tree after kill_after seconds (or
+    kill_after seconds after `after_jobs` jobs finished), then unlock and rerun to the end."""
+    prepare(repo, workdir)
+    args = ["--cores", str(cores), *targets, *TEST]
+    proc = subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    t0 = time.monotonic()
+    while after_jobs is not None and proc.poll() is None and _jobs_done(workdir) < after_jobs:
+        time.sleep(0.1)
+    try:
+        proc.wait(timeout=kill_after or 0)
+        killed = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
+        proc.wait()
+        killed = True
+    killed_at, done_before = time.monotonic() - t0, _jobs_done(workdir)
+    unlock = run(workdir, "--unlock", *TEST)
+    t1 = time.monotonic()
+    rerun = run(workdir, *args, "--rerun-incomplete")
+    return {"killed": killed, "killed_at_s": round(killed_at, 1), "jobs_done_before_kill": done_before,
+            "unlock_rc": unlock.returncode, "rerun_rc": rerun.returncode,
+            "rerun_s": round(time.monotonic() - t1, 1),
+            "rerun_tail": (rerun.stdout + rerun.stderr)[-2000:] if rerun.returncode else ""}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the kill times")
+    parser.add_argument("--targets", nargs="*", default=[], help="default: the whole workflow")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/pabench-campaign"))
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="write the summary here")
+    args = parser.parse_args(argv)
+    repo = Path(__file__).resolve().parents[2]
+    rng = random.Random(args.seed)
+    summary: dict = {"targets": args.targets or ["(all)"], "trials": []}
+
+    def clean_run(name):
+        work = prepare(repo, args.workdir / name)
+        t0 = time.monotonic()
+        proc = run(work, "--cores", str(args.cores), *args.targets, *TEST)
+        if proc.returncode:
+            sys.exit(f"{name} run failed:\n{proc.stderr[-3000:]}")
+        return work, time.monotonic() - t0
+
+    ref_dir, ref_s = clean_run("reference")
+    reference = snapshot(ref_dir)
+    summary.update(reference_s=round(ref_s, 1), outputs=len(reference))
+    print(f"reference run: {ref_s:.0f} s, {len(reference)} outputs", flush=True)
+    second_dir, _ = clean_run("second")
+    summary["second_clean_run"] = compare(reference, snapshot(second_dir))
+    print(f"second clean run: {summary['second_clean_run']}", flush=True)
+    for k in range(args.trials):
+        work = args.workdir / f"trial{k}"
+        trial = kill_trial(repo, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
+                           cores=args.cores)
+        trial.update(compare(reference, snapshot(work)))
+        summary["trials"].append(trial)
+        ok = trial["rerun_rc"] == 0 and not (trial["missing"] or trial["extra"] or trial["differ"])
+        when = (f"killed at {trial['killed_at_s']} s after {trial['jobs_done_before_kill']} jobs"
+                if trial["killed"] else "finished before the kill")
+        print(f"trial {k}: {when}, rerun {trial['rerun_s']} s, "
+              f"{'identical' if ok else 'DIFFERENT: ' + json.dumps(trial)}", flush=True)
+        shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=2) + "\n")
+    bad = [t for t in summary["trials"] if t["rerun_rc"] or t["missing"] or t["extra"] or t["differ"]]
+    second = summary["second_clean_run"]
+    return 1 if bad or any(second.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
