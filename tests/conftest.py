@@ -45,3 +45,12 @@ def ran(tmp_path_factory):
     root = copy_workflow(tmp_path_factory.mktemp("wf"))
     proc = run_snakemake(root, "--cores", "2", *TEST, env={"WANDB_API_KEY": SECRET})
     return root, proc
+
+
+@pytest.fixture
+def finished(ran, tmp_path):
+    """A copy of the finished test-scale run (timestamps kept, W&B runs left out), free to change."""
+    root, _ = ran
+    dst = tmp_path / "run"
+    shutil.copytree(root, dst, symlinks=True, ignore=shutil.ignore_patterns("wandb"))
+    return dst

@@ -173,6 +173,13 @@ def test_same_seed_same_bytes_different_seed_different_images(pools, tmp_path):
         assert (a / env / "images.npy").read_bytes() != (c / env / "images.npy").read_bytes()
 
 
+def test_leftovers_of_a_killed_render_are_removed(pools, tmp_path):
+    stale = tmp_path / ".test-None.tmp-424242"  # what a SIGKILLed render leaves behind
+    (stale / "env0").mkdir(parents=True)
+    out = build(pools, tmp_path, "test")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
 def test_paired_environments_share_instances_and_unpaired_are_disjoint(pools, tmp_path):
     test = load_split(build(pools, tmp_path, "test"))
     ids = [d.meta.mnist_id.tolist() for d in test.values()]

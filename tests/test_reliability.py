@@ -1,5 +1,4 @@
 """Interrupted runs, damaged inputs inside a real run, and W&B failures, on the test scale."""
-import shutil
 
 import pytest
 
@@ -26,14 +25,6 @@ def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, after_jobs)
     diff = compare(snapshot(root), outputs)
     assert diff["extra"] == [] and diff["differ"] == [], diff
     assert not list((tmp_path / "trial").rglob("*.partial")), "a resumable attack part was left behind"
-
-
-@pytest.fixture
-def finished(ran, tmp_path):
-    root, _ = ran
-    dst = tmp_path / "run"
-    shutil.copytree(root, dst, symlinks=True, ignore=shutil.ignore_patterns("wandb"))
-    return dst
 
 
 def test_a_corrupted_checkpoint_stops_its_job_and_leaves_no_output(finished):

@@ -2,7 +2,6 @@
 workspace specification, and partial reruns planned by Snakemake dry runs."""
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -84,8 +83,12 @@ def test_wandb_dashboard_command(ran, tmp_path):
     cmd = [sys.executable, "-m", "pabench.cli", "wandb-dashboard", "--dir", str(root / "data/wandb")]
     dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env)
     assert dry.returncode == 0 and json.loads(dry.stdout)["toy"][0] == ["image", "fig01"]
-    for extra, message in (([], "--entity is required"), (["--entity", "me"], "no W&B credentials")):
-        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env)
+    offline = {"WANDB_API_KEY": "pabench-fake-key-0123456789abcdef01234567",
+               "WANDB_BASE_URL": "http://127.0.0.1:9"}
+    for extra, more_env, message in (([], {}, "--entity is required"),
+                                     (["--entity", "me"], {}, "no W&B credentials"),
+                                     (["--entity", "me"], offline, "cannot be reached")):
+        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env={**env, **more_env})
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -97,17 +100,8 @@ def test_one_figure_builds_only_what_it_needs(workdir):
     assert sorted(r for r, _ in planned(workdir, "figures/pa/fig01.pdf", *TEST)) == ["fig01", "toy_bernoulli"]
 
 
-@pytest.fixture
-def finished(ran, tmp_path):
-    """A copy of the finished run (timestamps kept), free to change."""
-    root, _ = ran
-    dst = tmp_path / "run"
-    shutil.copytree(root, dst, symlinks=True, ignore=shutil.ignore_patterns("wandb"))
-    return dst
-
-
 def test_style_change_reruns_only_the_figure_rules(finished):
-    assert planned(finished, *TEST) == []  # a finished run plans nothing
+    assert planned(finished, *TEST) == []  # the copy is as finished as the run
     style = finished / "workflow/style/pabench.mplstyle"
     style.write_text(style.read_text() + "\naxes.grid: True\n")
     jobs = planned(finished, *TEST)
@@ -180,3 +174,22 @@ def test_report_shows_figures_and_claims_in_headless_chromium(ran, tmp_path):
         assert pixels[max(y0, 0):y1, max(x0, 0):x1].std() > 10
     for text in ("verdict", "toy-constant-is-robust", "adv-exact-no-shift", REPRODUCED, NOT_EVALUATED):
         assert text in table, text
+
+
+def test_runs_record_their_inputs_and_log_each_output_as_a_typed_artifact(ran):
+    from pabench.tracking import offline_runs
+
+    root, _ = ran
+    runs = {r["name"]: r for r in offline_runs(root / "data/wandb")}
+    fig01 = runs["fig01"]
+    assert fig01["group"] == "toy" and fig01["job_type"] == "fig01"
+    assert fig01["config"]["inputs"] == ["data/results/toy/bernoulli.csv", "workflow/style/pabench.mplstyle"]
+    outputs = {(a["name"], a["type"]) for a in fig01["artifacts"] if a["type"] != "run_table"}
+    assert outputs == {("figures-pa-fig01.pdf", "figure"), ("figures-pa-fig01.png", "figure"),
+                       ("figures-pa-fig01.csv", "figure")}  # run_table: the logged wandb.Table
+    train = runs["train_dg-algorithm=erm-seed=0"]
+    kinds = {a["name"]: a["type"] for a in train["artifacts"]}
+    assert kinds["data-models-shift_factor-erm-s0-last.pt"] == "model"
+    assert kinds["data-models-shift_factor-erm-s0-history.csv"] == "model"  # the training record
+    split = next(r for n, r in runs.items() if n.startswith("diagvib_split-") and "split=train" in n)
+    assert {a["type"] for a in split["artifacts"]} == {"dataset"}

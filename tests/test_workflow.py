@@ -170,20 +170,6 @@ def test_second_run_has_nothing_to_do(ran):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_style_change_reruns_only_figures(ran):
-    root, _ = ran
-    style = root / "workflow/style/pabench.mplstyle"
-    style.write_text(style.read_text() + "\n# edited\n")
-    proc = run_snakemake(root, "-n", *TEST)
-    planned = proc.stdout
-    assert "rule fig01" in planned and "rule fig02" in planned and "rule fig13" in planned
-    assert "rule adv_ar_figure" in planned and "rule adv_confidence_figure" in planned
-    for rule in ("toy_bernoulli", "toy_gaussian", "diagvib_split", "mnist_pools", "table1", "table2",
-                 "table3", "train_dg", "dg_scores", "dg_pa", "train_ms", "ms_eval", "adv_data", "adv_train",
-                 "adv_attack", "adv_score", "adv_table"):
-        assert f"rule {rule}:" not in planned
-
-
 def test_lint_is_clean(workdir):
     proc = run_snakemake(workdir, "--lint")
     assert "Congratulations" in proc.stdout + proc.stderr

@@ -6,8 +6,8 @@
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
 the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
 compares every output with the reference run: byte for byte where the bytes are the content (see
-`digest` for the three formats compared by content).  W&B runs, logs and benchmark files are not
-outputs and are left out.
+`digest` for the three formats compared by content).  W&B runs, logs, benchmark files and the
+timing summary are left out (`NOT_COMPARED`).
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
-NOT_OUTPUTS = ("data/wandb", "data/logs", "data/benchmarks")
+# Not compared: W&B runs, logs and benchmark files are not results; the timing summary measures
+# the run itself.
+NOT_COMPARED = ("data/wandb", "data/logs", "data/benchmarks", "figures/timings.")
 TEST = ("--configfile", "workflow/config/test.yaml")
 
 
@@ -102,7 +104,7 @@ def snapshot(root: Path) -> dict[str, str]:
     for sub in ("figures", "data"):
         for path in sorted((root / sub).rglob("*")):
             rel = path.relative_to(root).as_posix()
-            if path.is_file() and not rel.startswith(NOT_OUTPUTS) and path.name != "README.md":
+            if path.is_file() and not rel.startswith(NOT_COMPARED) and path.name != "README.md":
                 out[rel] = digest(path)
     return out
 

@@ -166,16 +166,21 @@ def _eps_order(tags) -> list[str]:
     return sorted(tags, key=lambda t: tag_eps(t) or 0.0)
 
 
+def _undefended_lowest(adv, column: str):
+    """Whether the undefended model has the lowest `column` under PGD at AR = 1, every eps."""
+    und = _undefended(adv)
+    value = _at(_attack(adv, "pgd"), 1.0, column)
+    others = value.drop(columns=und).min(axis=1)
+    return bool((value[und] < others).all()), "; ".join(
+        f"eps {e}: undefended {_f(value[und][e])} vs others' min {_f(others[e])}"
+        for e in _eps_order(value.index))
+
+
 @claim("adv-pgd-undefended-lowest", "PA paper, Section 4.1 and Figure 3",
        "Under PGD at AR = 1, the undefended model has the lowest PA (adam) of all models, at every "
        "eps.", "adversarial")
 def _(adv):
-    und = _undefended(adv)
-    pa = _at(_attack(adv, "pgd"), 1.0, "logpa_adam")
-    others = pa.drop(columns=und).min(axis=1)
-    holds = bool((pa[und] < others).all())
-    return holds, "; ".join(f"eps {e}: undefended {_f(pa[und][e])} vs others' min {_f(others[e])}"
-                            for e in _eps_order(pa.index))
+    return _undefended_lowest(adv, "logpa_adam")
 
 
 @claim("adv-pgd-undefended-decreasing", "PA paper, Section 4.1 (PGD)",
@@ -253,12 +258,7 @@ def _(adv):
        "Under PGD at AR = 1, the undefended model's final beta (adam) is the lowest of all models, "
        "at every eps.", "adversarial")
 def _(adv):
-    und = _undefended(adv)
-    beta = _at(_attack(adv, "pgd"), 1.0, "beta_adam")
-    others = beta.drop(columns=und).min(axis=1)
-    return bool((beta[und] < others).all()), "; ".join(
-        f"eps {e}: undefended {_f(beta[und][e])} vs others' min {_f(others[e])}"
-        for e in _eps_order(beta.index))
+    return _undefended_lowest(adv, "beta_adam")
 
 
 @claim("adv-pgd-jpeg-rs-highest-beta", "PA paper, Figure 4 and Section 4.1",

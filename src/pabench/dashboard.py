@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .tracking import has_credentials, local_runs
+from .tracking import base_url, has_credentials, local_runs, reachable
 
 # Sections in reading order; other groups follow alphabetically.
 SECTION_ORDER = ("toy", "diagvib", "dg", "model_selection", "adversarial", "checks")
@@ -66,6 +66,8 @@ def save(spec: dict, entity: str, project: str, name: str, url: str | None = Non
     RuntimeError with the reason when there are no credentials or W&B cannot be reached."""
     if not has_credentials():
         raise RuntimeError("no W&B credentials: set WANDB_API_KEY or run `wandb login`")
+    if not reachable(base_url()):
+        raise RuntimeError(f"{base_url()} cannot be reached (no network?); nothing was saved")
     os.environ.setdefault("WANDB_HTTP_TIMEOUT", "10")  # fail fast when W&B is unreachable
     try:
         workspace = build_workspace(spec, entity, project, name)

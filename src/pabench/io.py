@@ -19,6 +19,8 @@ def atomic_path(path):
     so a killed job never leaves a file that looks complete."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp{path.suffix}"):  # left by a killed job
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
     os.close(fd)
     try:

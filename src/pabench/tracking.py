@@ -95,9 +95,8 @@ class Tracker:
         except Exception as err:  # noqa: BLE001 - tracking must never fail a job
             _warn(f"could not start a run ({type(err).__name__}: {err}); continuing without W&B")
             return
-        # wandb.init can fail transiently (CI once left a run directory with no run record):
-        # retry once, removing a failed attempt's half-written run directory so that each job
-        # leaves exactly one run behind.
+        # wandb.init can fail transiently (it starts a service process): retry once, removing a
+        # failed attempt's half-written run directory so that each job leaves one run or none.
         for attempt in (1, 2):
             before = set(root.glob("wandb/*run-*"))
             try:

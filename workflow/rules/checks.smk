@@ -51,7 +51,8 @@ rule timings:
             caption="Timing of the run: wall-clock seconds and peak memory per rule, summed over "
             "its jobs, from the Snakemake benchmark files under data/benchmarks (jobs ran side by "
             "side, so the sum exceeds the elapsed time)",
-            data="data/benchmarks/<rule>/<job>.tsv of the jobs that produced the current outputs",
+            data="every benchmark file under data/benchmarks/<rule>/ (the latest run of each job, "
+            "including jobs of earlier configurations whose files are still there)",
         ),
     log:
         "data/logs/timings.log",

@@ -115,8 +115,9 @@ def build_split(spec: SplitSpec, pools: DigitPools, out_dir, size: int, texture_
                 chunk: int = 512, progress: bool = False) -> dict:
     """Render every environment of the split into out_dir (replaced atomically)."""
     out_dir = Path(out_dir)
+    for stale in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):  # left by a killed job
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     textures = texture_bank(texture_seed)
     chosen = spec.instances(pools)  # validates before anything is rendered
