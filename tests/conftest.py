@@ -1,20 +1,14 @@
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from pabench.campaign import TEST, prepare, snakemake_cmd
+
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ["Snakefile", "config.yaml", "workflow", "envs", "profiles"]
-TEST = ("--configfile", "workflow/config/test.yaml")
 SECRET = "pabench-fake-api-key-0123456789abcdef"
-
-
-def snakemake_cmd(*args):
-    exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
-    return [exe, *args]
 
 
 def run_snakemake(workdir, *args, env=None, check=True):
@@ -28,21 +22,14 @@ def run_snakemake(workdir, *args, env=None, check=True):
 @pytest.fixture
 def workdir(tmp_path):
     """A copy of the workflow in a fresh directory (outputs never touch the repository)."""
-    return copy_workflow(tmp_path)
-
-
-def copy_workflow(root: Path) -> Path:
-    for name in WORKFLOW_FILES:
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
-    return root
+    return prepare(REPO, tmp_path)
 
 
 @pytest.fixture(scope="session")
 def ran(tmp_path_factory):
     """One test-scale run of the default target, with a fake W&B key in the environment.
     Shared by every test that reads a finished run; tests that change files copy it first."""
-    root = copy_workflow(tmp_path_factory.mktemp("wf"))
+    root = prepare(REPO, tmp_path_factory.mktemp("wf"))
     proc = run_snakemake(root, "--cores", "2", *TEST, env={"WANDB_API_KEY": SECRET})
     return root, proc
 

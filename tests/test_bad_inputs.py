@@ -45,6 +45,16 @@ def write_scores(path, n=8, k=3, nan=False, labels=None):
     np.savez(path, classes=np.arange(k), env0=logits, **{"env0/labels": labels if labels is not None else np.zeros(n, int)})
 
 
+def write_record(path, n=6, k=10, inf=False):
+    rng = np.random.default_rng(0)
+    record = {"adv": rng.random((n, 3, 8, 8)).astype(np.float32), "labels": np.arange(n) % k,
+              "clean_scores": rng.normal(size=(n, k)), "adv_scores": rng.normal(size=(n, k)),
+              "linf": np.full(n, 0.1), "success": np.zeros(n, bool)}
+    if inf:
+        record["adv_scores"][1, 1] = np.inf
+    np.savez(path, **record)
+
+
 def dg_checkpoint(path):
     settings = TrainSettings(algorithm="erm", backbone="cnn", epochs=1, lr=1e-3, batch_size=4)
     save_checkpoint(Classifier("cnn", 2), path, 1, settings, [4, 9])
@@ -59,6 +69,7 @@ READERS = [
     ("array.npz", lambda p: np.savez(p, x=np.ones(3)), lambda p: load_array(p, "x")),
     ("array.npy", lambda p: np.save(p, np.ones(3)), load_array),
     ("scores.npz", write_scores, dg.load_scores),
+    ("record.npz", write_record, load_record),
     ("split.npz", lambda p: adv_datasets.save_split(p, np.zeros((4, 3, 32, 32), np.uint8), np.arange(4)),
      adv_datasets.load_split),
     ("pools.npz", lambda p: np.savez(p, images=np.zeros((2, 28, 28), np.uint8), labels=np.arange(2),
@@ -106,22 +117,16 @@ def test_scores_with_nan_or_mismatched_labels_are_refused(tmp_path):
 def test_npz_without_the_expected_arrays_is_refused(tmp_path):
     path = tmp_path / "x.npz"
     np.savez(path, something_else=np.ones(2))
-    with pytest.raises(ValueError, match=r"lacks arrays \['classes'\]"):
+    with pytest.raises(ValueError, match=r"missing arrays \['classes'\]"):
         load_npz(path, keys=["classes"])
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_npz(tmp_path / "absent.npz")
 
 
 def test_attack_record_with_nan_scores_is_refused(tmp_path):
-    n, k = 6, 10
-    rng = np.random.default_rng(0)
-    record = {"images": rng.random((n, 3, 8, 8)).astype(np.float32), "labels": np.arange(n) % k,
-              "clean_scores": rng.normal(size=(n, k)), "adv_scores": rng.normal(size=(n, k)),
-              "linf": np.full(n, 0.1), "success": np.zeros(n, bool), "eps": np.array(0.1)}
-    record["adv_scores"][1, 1] = np.inf
     path = tmp_path / "0.1.npz"
-    np.savez(path, **record)
-    with pytest.raises(ValueError) as err:
+    write_record(path, inf=True)
+    with pytest.raises(ValueError, match="adv_scores contain NaN or inf") as err:
         load_record(path)
     assert str(path) in str(err.value)
 

@@ -46,20 +46,23 @@ def write_csv(path, frame) -> None:
         frame.to_csv(tmp, index=False, float_format="%.10g")
 
 
-def load_npz(path, keys=()) -> dict:
-    """Every array of an .npz file (no pickles), checking that `keys` are present; a missing,
-    truncated or corrupted file raises an error naming it."""
+def load_npz(path, keys=(), only: bool = False) -> dict:
+    """The arrays of an .npz file (no pickles): all of them, or with `only` just `keys` (the
+    others are never read); `keys` must be present.  A missing, truncated or corrupted file
+    raises an error naming it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+            missing = [k for k in keys if k not in z.files]
+            if missing:
+                raise ValueError(f"{path}: missing arrays {missing} (has {sorted(z.files)})")
+            arrays = {k: z[k] for k in (keys if only else z.files)}
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
+        if str(err).startswith(str(path)):
+            raise
         raise ValueError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})") from None
-    missing = [k for k in keys if k not in arrays]
-    if missing:
-        raise ValueError(f"{path}: lacks arrays {missing} (has {sorted(arrays)})")
     return arrays
 
 

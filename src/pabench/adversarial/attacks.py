@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..io import atomic_path
+from ..io import atomic_path, load_npz
 from .records import ATTACKS, RECORD_KEYS, check_attack, check_record, parse_eps
 
 log = logging.getLogger("pabench.adversarial")
@@ -134,9 +134,8 @@ def _load_part(path: Path, n: int) -> dict | None:
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            part = {k: z[k] for k in RECORD_KEYS}
-    except (OSError, KeyError, ValueError, EOFError):
+        part = load_npz(path, RECORD_KEYS, only=True)
+    except ValueError:
         log.warning("%s: unreadable partial batch, recomputing it", path)
         return None
     return part if all(len(v) == n for v in part.values()) else None

