@@ -3,7 +3,7 @@ VENV ?= $(HOME)/.cache/pabench/venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: env browser workflow test report bench
+.PHONY: env browser workflow test test-fast report bench
 
 env:
 	@bash envs/install.sh "$(VENV)"
@@ -15,8 +15,13 @@ browser:
 workflow: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES)
 
+# Everything (unit and end-to-end workflow tests), about 10 minutes on 2 cores.
 test: env browser
-	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider
+	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests
+
+# The unit tests only (no Snakemake run), about 1 minute.
+test-fast: env
+	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests/unit
 
 # Snakemake's offline HTML report of the current results (figures, tables, claims, timings).
 report: env

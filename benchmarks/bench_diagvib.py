@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 
-from pabench.data.datasets import SplitSpec, build_split
-from pabench.data.mnist import load_pools
+from pabench.datasets.splits import SplitSpec, build_split
+from pabench.datasets.mnist import load_pools
 
 
 def max_rss_mib() -> float:

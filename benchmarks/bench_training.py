@@ -16,8 +16,8 @@ import tempfile
 
 import torch
 
-from pabench.data.datasets import SplitSpec, build_split, load_split
-from pabench.data.mnist import load_source
+from pabench.datasets.splits import SplitSpec, build_split, load_split
+from pabench.datasets.mnist import load_source
 from pabench.training.loop import TrainSettings, resolve_device, train
 
 ENV = {"hue": "red", "lightness": "dark", "position": "CC", "scale": "normal", "texture": "blank"}

@@ -11,6 +11,13 @@ REPO = Path(__file__).resolve().parents[1]
 SECRET = "pabench-fake-api-key-0123456789abcdef"
 
 
+def scale_config() -> dict:
+    """The test scale's merged configuration."""
+    from pabench.core import config
+
+    return config.load([REPO / "config.yaml", REPO / TEST[1]])
+
+
 def run_snakemake(workdir, *args, env=None, check=True):
     proc = subprocess.run(snakemake_cmd(*args), cwd=workdir, capture_output=True, text=True,
                           env={**os.environ, **(env or {})})

@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from . import __version__
+from pabench import __version__
 
 
 def _json_number(x):
@@ -24,8 +24,8 @@ def _json_number(x):
 
 
 def cmd_pa(args) -> int:
-    from .io import load_array
-    from .metrics import afr_pred, posterior_agreement
+    from pabench.core.io import load_array
+    from pabench.metrics import afr_pred, posterior_agreement
 
     a = load_array(args.a, args.key)
     b = load_array(args.b, args.key)
@@ -39,7 +39,7 @@ def cmd_pa(args) -> int:
 
 
 def cmd_check_config(args) -> int:
-    from . import config
+    from pabench.core import config
 
     files = args.files or ["config.yaml"]
     config.check(config.load(files), args.schema)
@@ -48,7 +48,7 @@ def cmd_check_config(args) -> int:
 
 
 def cmd_wandb_runs(args) -> int:
-    from .tracking import local_runs
+    from pabench.tracking import local_runs
 
     for run in local_runs(args.dir):
         print(json.dumps({k: run.get(k) for k in ("name", "group", "job_type", "metrics")},
@@ -57,7 +57,7 @@ def cmd_wandb_runs(args) -> int:
 
 
 def cmd_wandb_dashboard(args) -> int:
-    from . import dashboard
+    from pabench import dashboard
 
     spec = dashboard.spec_from_dir(args.dir)
     if args.dry_run:

@@ -1,190 +1,139 @@
 # Adversarial robustness (PA paper, Section 4.1, Appendices B and F): test images, the
 # self-trained zoo (and RobustBench models at paper scale), one attack run per
-# (model, attack, eps), PA / AFR on the adversarial-ratio views, Figures 3-6, 9, 14-18.
-include: "adversarial_setup.smk"
-
-
-wildcard_constraints:
-    dataset="mnist32|cifar10|imagenet",
-    adv_model=r"[A-Za-z0-9_.\-]+",
-    attack="|".join(ATTACKS),
-    eps=rf"[0-9.\-]+|{MIN_NORM}",
+# (model, attack, eps), PA / AFR on the adversarial-ratio views, one tidy table per dataset.
+from pabench.adversarial.records import ATTACKS
+from pabench.core import paths, resources
+from pabench.core.paths import MIN_NORM, Eps
+from pabench.experiments.adversarial import plan as adv
 
 
 rule adv_data:
     output:
-        split="data/adversarial/{dataset}/{split}.npz",
+        split=paths.adv_split(),
     params:
         experiment="adversarial",
-        dataset=lambda wc: IMAGENET if wc.dataset == "imagenet" else ADV.get(wc.dataset, {}),
-        n_test=ADV["n_test"],
-        test_seed=ADV["test_seed"],
+        dataset=lambda wc: adv.dataset_params(config, wc.dataset),
+        n_test=config["adversarial"]["n_test"],
+        test_seed=config["adversarial"]["test_seed"],
     wildcard_constraints:
+        dataset="mnist32|cifar10|imagenet",
         split="train|test",
     log:
-        "data/logs/adv_data/{dataset}-{split}.log",
+        paths.log("adv_data", "{dataset}", "{split}"),
     benchmark:
-        "data/benchmarks/adv_data/{dataset}-{split}.tsv"
+        paths.benchmark("adv_data", "{dataset}", "{split}")
+    threads: 1
+    resources:
+        **resources.of(config, "adv_data"),
     conda:
-        ENV
+        "../../envs/pabench.yaml"
     script:
         "../scripts/adv_data.py"
 
 
 rule adv_train:
     input:
-        train=f"data/adversarial/{ADV_DATA}/train.npz",
-        test=f"data/adversarial/{ADV_DATA}/test.npz",
+        train=paths.adv_split(adv.main_dataset(config), "train"),
+        test=paths.adv_split(adv.main_dataset(config), "test"),
     output:
-        model=f"data/adversarial/{ADV_DATA}/models/{{adv_model}}.pt",
-        history=f"data/adversarial/{ADV_DATA}/models/{{adv_model}}.csv",
+        model=paths.zoo_model(adv.main_dataset(config)),
+        history=paths.zoo_history(adv.main_dataset(config)),
     params:
         experiment="adversarial",
-        zoo=lambda wc: zoo_params(wc.adv_model),
-        jpeg_rs=lambda wc: jpeg_rs_params(wc.adv_model),
-        device=ADV["device"],
+        zoo=lambda wc: adv.zoo_params(config, wc.adv_model),
+        jpeg_rs=lambda wc: adv.jpeg_rs_params(config, wc.adv_model),
+        device=config["adversarial"]["device"],
     wildcard_constraints:
-        adv_model="|".join(ZOO),
-    threads: 1
+        adv_model="|".join(adv.zoo(config)),
     log:
-        "data/logs/adv_train/{adv_model}.log",
+        paths.log("adv_train", "{adv_model}"),
     benchmark:
-        "data/benchmarks/adv_train/{adv_model}.tsv"
+        paths.benchmark("adv_train", "{adv_model}")
+    threads: 1
+    resources:
+        **resources.of(config, "adv_train"),
     conda:
-        ENV
+        "../../envs/pabench.yaml"
     script:
         "../scripts/adv_train.py"
 
 
 rule adv_attack:
     input:
-        model=lambda wc: adv_model_input(wc.adv_model),
-        test="data/adversarial/{dataset}/test.npz",
+        model=lambda wc: adv.model_input(config, wc.adv_model),
+        test=paths.adv_split("{dataset}", "test"),
     output:
-        record="data/adversarial/{dataset}/attacks/{adv_model}/{attack}/{eps}.npz",
+        record=paths.attack_record(),
     params:
         experiment="adversarial",
-        settings=lambda wc: adv_setup(wc.dataset)[1][wc.attack],
-        jpeg_rs=lambda wc: jpeg_rs_params(wc.adv_model),
-        from_zoo=lambda wc: wc.adv_model in ZOO,
-        device=ADV["device"],
-        batch_size=ADV["batch_size"],
-        robustbench_dir=ADV["robustbench_dir"],
-    threads: 1
+        eps=lambda wc: Eps(wc.eps),
+        settings=lambda wc: adv.attack_settings(config, wc.dataset)[wc.attack],
+        jpeg_rs=lambda wc: adv.jpeg_rs_params(config, wc.adv_model),
+        from_zoo=lambda wc: wc.adv_model in adv.zoo(config),
+        device=config["adversarial"]["device"],
+        batch_size=config["adversarial"]["batch_size"],
+        robustbench_dir=config["adversarial"]["robustbench_dir"],
+    wildcard_constraints:
+        dataset="mnist32|cifar10|imagenet",
+        adv_model=r"[A-Za-z0-9_.\-]+",
+        attack="|".join(ATTACKS),
+        eps=rf"[0-9.\-]+|{MIN_NORM}",
     log:
-        "data/logs/adv_attack/{dataset}-{adv_model}-{attack}-{eps}.log",
+        paths.log("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}"),
     benchmark:
-        "data/benchmarks/adv_attack/{dataset}-{adv_model}-{attack}-{eps}.tsv"
+        paths.benchmark("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}")
+    threads: 1
+    resources:
+        **resources.of(config, "adv_attack"),
     conda:
-        ENV
+        "../../envs/pabench.yaml"
     script:
         "../scripts/adv_attack.py"
 
 
 rule adv_score:
     input:
-        records=lambda wc: [adv_record(wc.dataset, wc.adv_model, wc.attack, e)
-                            for e in adv_eps(wc.attack, wc.dataset)],
+        records=lambda wc: [paths.record_of(r) for r in adv.runs(config, wc.dataset, wc.adv_model, wc.attack)],
     output:
-        table=adv_scores("{dataset}", "{adv_model}", "{attack}"),
+        table=paths.adv_scores(),
     params:
         experiment="adversarial",
-        runs=lambda wc: [(wc.attack, e) for e in adv_eps(wc.attack, wc.dataset)],
-        ratios=ADV["adversarial_ratios"],
-        pa_epochs=ADV["pa_epochs"],
-        adam=config["pa"]["adam"],
+        ratios=config["adversarial"]["adversarial_ratios"],
+        pa=adv.pa_settings(config),
+    wildcard_constraints:
+        dataset="mnist32|cifar10|imagenet",
+        adv_model=r"[A-Za-z0-9_.\-]+",
+        attack="|".join(ATTACKS),
     log:
-        "data/logs/adv_score/{dataset}-{adv_model}-{attack}.log",
+        paths.log("adv_score", "{dataset}", "{adv_model}", "{attack}"),
     benchmark:
-        "data/benchmarks/adv_score/{dataset}-{adv_model}-{attack}.tsv"
+        paths.benchmark("adv_score", "{dataset}", "{adv_model}", "{attack}")
+    threads: 1
+    resources:
+        **resources.of(config, "adv_score"),
     conda:
-        ENV
+        "../../envs/pabench.yaml"
     script:
         "../scripts/adv_score.py"
 
 
 rule adv_table:
     input:
-        tables=lambda wc: adv_score_tables(wc.dataset),
-        histories=lambda wc: [f"data/adversarial/{ADV_DATA}/models/{m}.csv"
-                              for m in adv_setup(wc.dataset)[0] if m in ZOO],
+        tables=lambda wc: adv.score_tables(config, wc.dataset),
     output:
-        table="data/results/adversarial/{dataset}.csv",
-        md="figures/pa/models-{dataset}.md",
-        csv="figures/pa/models-{dataset}.csv",
-        tex="figures/pa/models-{dataset}.tex",
-        html=reported("figures/pa/models-{dataset}.html", "adversarial"),
+        table=paths.adv_table(),
     params:
         experiment="adversarial",
-        models=lambda wc: adv_setup(wc.dataset)[0],
-        zoo=ADV["zoo"],
-        meta=lambda wc: provenance(
-            caption="Models of the adversarial experiments: source (self-trained zoo or "
-            "RobustBench), training method, architecture and clean accuracy on the attacked "
-            "test images",
-            data=DATASET_LABEL[wc.dataset]),
-    log:
-        "data/logs/adv_table/{dataset}.log",
-    benchmark:
-        "data/benchmarks/adv_table/{dataset}.tsv"
-    conda:
-        ENV
-    script:
-        "../scripts/adv_table.py"
-
-
-rule adv_ar_figure:
-    input:
-        tables=lambda wc: adv_score_tables(AR_FIGURES[wc.figure][0], [AR_FIGURES[wc.figure][1]]),
-        style=STYLE,
-    output:
-        pdf="figures/pa/{figure}.pdf",
-        png=reported("figures/pa/{figure}.png", "adversarial"),
-        csv="figures/pa/{figure}.csv",
-    params:
-        experiment="adversarial",
-        attack=lambda wc: AR_FIGURES[wc.figure][1],
-        models=lambda wc: adv_setup(AR_FIGURES[wc.figure][0])[0],
-        meta=lambda wc: adv_figure_meta(AR_FIGURES[wc.figure][2], [AR_FIGURES[wc.figure][1]],
-                                        AR_FIGURES[wc.figure][0]),
     wildcard_constraints:
-        figure="|".join(AR_FIGURES),
+        dataset="mnist32|cifar10|imagenet",
     log:
-        "data/logs/{figure}.log",
+        paths.log("adv_table", "{dataset}"),
     benchmark:
-        "data/benchmarks/adv_ar_figure/{figure}.tsv"
+        paths.benchmark("adv_table", "{dataset}")
+    threads: 1
+    resources:
+        **resources.of(config, "adv_table"),
     conda:
-        ENV
+        "../../envs/pabench.yaml"
     script:
-        "../scripts/figure.py"
-
-
-rule adv_confidence_figure:
-    input:
-        records=lambda wc: sorted({adv_record(ADV_DATA, m, a, e)
-                                   for a, e, _ in CONFIDENCE_FIGURES[wc.figure][0]
-                                   for m in CONFIDENCE_FIGURES[wc.figure][1]}),
-        tables=lambda wc: adv_score_tables(
-            ADV_DATA, sorted({a for a, _, _ in CONFIDENCE_FIGURES[wc.figure][0]})),
-        style=STYLE,
-    output:
-        pdf="figures/pa/{figure}.pdf",
-        png=reported("figures/pa/{figure}.png", "adversarial"),
-        csv="figures/pa/{figure}.csv",
-    params:
-        experiment="adversarial",
-        panels=lambda wc: CONFIDENCE_FIGURES[wc.figure][0],
-        models=lambda wc: CONFIDENCE_FIGURES[wc.figure][1],
-        dataset=ADV_DATA,
-        meta=lambda wc: adv_figure_meta(CONFIDENCE_FIGURES[wc.figure][2],
-                                        sorted({a for a, _, _ in CONFIDENCE_FIGURES[wc.figure][0]})),
-    wildcard_constraints:
-        figure="|".join(CONFIDENCE_FIGURES),
-    log:
-        "data/logs/{figure}.log",
-    benchmark:
-        "data/benchmarks/adv_confidence_figure/{figure}.tsv"
-    conda:
-        ENV
-    script:
-        "../scripts/figure.py"
+        "../scripts/concat_tables.py"

@@ -4,7 +4,6 @@ import torch
 
 from pabench.adversarial import datasets
 from pabench.adversarial.attacks import attack_dataset
-from pabench.adversarial.records import tag_eps
 from pabench.adversarial.models import load_robustbench, load_zoo_model
 from pabench.training.loop import resolve_device
 from pabench.workflow import job
@@ -23,9 +22,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
                              f"({labels.max() + 1} classes, {images.shape[-1]} px)")
     else:
         model = load_robustbench(name, smk.wildcards.dataset, smk.params.robustbench_dir, device)
-    eps = smk.wildcards.eps
-    record = attack_dataset(model, images, labels, smk.wildcards.attack,
-                            eps if tag_eps(eps) is None else tag_eps(eps), dict(smk.params.settings),
+    record = attack_dataset(model, images, labels, smk.wildcards.attack, smk.params.eps, dict(smk.params.settings),
                             smk.output.record, smk.params.batch_size, device, int(labels.max()) + 1)
     run.log({"attack_success_rate": float(record["success"].mean()),
              "clean_accuracy": float((record["clean_scores"].argmax(1) == labels).mean()),

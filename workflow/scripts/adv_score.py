@@ -1,15 +1,16 @@
 """Rule adv_score: PA (adam, stacked over every view, and exact), beta and AFR of one model on
 every adversarial-ratio view of every attack run (attack, eps)."""
 from pabench.adversarial.records import load_record
-from pabench.adversarial.scoring import score_records
-from pabench.io import write_csv
+from pabench.experiments.adversarial.scoring import score_records
+from pabench.core import paths
+from pabench.core.io import write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     keys = ("clean_scores", "adv_scores", "linf", "success", "labels")
-    records = {tuple(run_id): load_record(path, keys) for run_id, path in zip(smk.params.runs, smk.input.records)}
-    table = score_records(records, smk.params.ratios, smk.params.pa_epochs, smk.params.adam)
+    records = {paths.parse_attack_record(path): load_record(path, keys) for path in smk.input.records}
+    table = score_records(records, smk.params.ratios, smk.params.pa)
     table.insert(0, "model", smk.wildcards.adv_model)
     table.insert(0, "dataset", smk.wildcards.dataset)
     write_csv(smk.output.table, table)

@@ -3,10 +3,10 @@ import pandas as pd
 import torch
 
 from pabench.adversarial import datasets
-from pabench.adversarial.records import parse_eps
+from pabench.core.paths import parse_eps
 from pabench.adversarial.models import JpegReverseSigmoid, save_zoo_model
 from pabench.adversarial.training import ZooSettings, scores, train_zoo
-from pabench.io import write_csv
+from pabench.core.io import write_csv
 from pabench.training.loop import resolve_device
 from pabench.workflow import job
 

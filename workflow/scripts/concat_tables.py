@@ -1,7 +1,7 @@
 """Stack per-run result tables into one tidy table."""
 import pandas as pd
 
-from pabench.io import read_table, write_csv
+from pabench.core.io import read_table, write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

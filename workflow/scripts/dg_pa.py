@@ -1,12 +1,12 @@
 """Rule dg_pa: PA (adam and exact) and AFR of one model on every shift-ratio dataset."""
-from pabench import dg
-from pabench.io import write_csv
+from pabench.experiments.dg import compute as dg
+from pabench.core.io import write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     scores, classes = dg.load_scores(smk.input.scores)
-    table = dg.shift_ratio_pa(scores, classes, smk.params.ratios, smk.params.pa_epochs, smk.params.adam)
+    table = dg.shift_ratio_pa(scores, classes, smk.params.ratios, smk.params.pa)
     table.insert(0, "algorithm", smk.wildcards.algorithm)
     table.insert(1, "seed", int(smk.wildcards.seed))
     write_csv(smk.output.table, table)

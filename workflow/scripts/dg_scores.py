@@ -1,9 +1,9 @@
 """Rule dg_scores: logits of a trained model on every test environment."""
 import numpy as np
 
-from pabench import dg
-from pabench.data.datasets import load_split
-from pabench.io import atomic_path
+from pabench.experiments.dg import compute as dg
+from pabench.datasets.splits import load_split
+from pabench.core.io import atomic_path
 from pabench.training.loop import load_checkpoint, resolve_device
 from pabench.workflow import job
 

@@ -1,9 +1,9 @@
 """Rule diagvib_ass: average structural similarity of each test environment to env0."""
 import pandas as pd
 
-from pabench.data.datasets import load_split
-from pabench.data.shift import average_ssim
-from pabench.io import write_csv
+from pabench.datasets.splits import load_split
+from pabench.datasets.shift import average_ssim
+from pabench.core.io import write_csv
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

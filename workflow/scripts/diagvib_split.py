@@ -1,6 +1,6 @@
 """Rule diagvib_split: render one split of a DiagViB-6 study (all its environments)."""
-from pabench.data.datasets import SplitSpec, build_split
-from pabench.data.mnist import load_pools
+from pabench.datasets.splits import SplitSpec, build_split
+from pabench.datasets.mnist import load_pools
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

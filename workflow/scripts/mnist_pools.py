@@ -1,7 +1,7 @@
 """Rule mnist_pools: the configured MNIST source as compact train / val / test digit pools."""
 import numpy as np
 
-from pabench.data.mnist import load_source, save_pools
+from pabench.datasets.mnist import load_source, save_pools
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

@@ -1,7 +1,7 @@
 """Rule ms_eval: test accuracy of the accuracy-selected and PA-selected checkpoints."""
-from pabench import dg
-from pabench.data.datasets import load_split
-from pabench.io import write_csv
+from pabench.experiments.dg import compute as dg
+from pabench.datasets.splits import load_split
+from pabench.core.io import write_csv
 from pabench.training.loop import load_checkpoint, resolve_device
 from pabench.workflow import job
 

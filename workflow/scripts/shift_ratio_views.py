@@ -1,7 +1,7 @@
 """Rule shift_ratio_views: index views mixing env0 with env k at each shift ratio (no copies)."""
-from pabench.data.datasets import load_split
-from pabench.data.shift import shift_ratio_view
-from pabench.io import write_json
+from pabench.datasets.splits import load_split
+from pabench.datasets.shift import shift_ratio_view
+from pabench.core.io import write_json
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

@@ -1,6 +1,6 @@
 """Rule timings: summarise every rule's Snakemake benchmark files."""
-from pabench.tables import write_table
-from pabench.timings import summarise
+from pabench.reporting.tables import write_table
+from pabench.reporting.timings import summarise
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

@@ -1,6 +1,6 @@
 """Rule toy_bernoulli: accuracy and PA of the three Bernoulli classifiers (PA paper, Figure 1)."""
-from pabench.io import write_csv
-from pabench.toy import bernoulli_table
+from pabench.core.io import write_csv
+from pabench.experiments.toy.compute import bernoulli_table
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

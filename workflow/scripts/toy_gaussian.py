@@ -1,7 +1,7 @@
 """Rule toy_gaussian: the PA illustration of Figure 2, computed with the exact solver."""
-from pabench.figures.toy import gaussian_table
-from pabench.io import write_csv
-from pabench.toy import gaussian_illustration
+from pabench.experiments.toy.figures import gaussian_table
+from pabench.core.io import write_csv
+from pabench.experiments.toy.compute import gaussian_illustration
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

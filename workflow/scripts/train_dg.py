@@ -1,9 +1,9 @@
 """Rules train_dg and train_ms: train one algorithm on a training split, validating every epoch."""
 import torch
 
-from pabench import dg
-from pabench.data.datasets import load_split
-from pabench.io import write_csv
+from pabench.experiments.dg import compute as dg
+from pabench.datasets.splits import load_split
+from pabench.core.io import write_csv
 from pabench.training.loop import train
 from pabench.workflow import job
 

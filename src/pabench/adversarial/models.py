@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..io import atomic_path
+from pabench.core.io import atomic_path
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")
 METHODS = ("undefended", "madry", "fast_fgsm", "trades", "jpeg_rs")

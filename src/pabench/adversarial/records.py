@@ -8,11 +8,10 @@ index) and resets the rest to clean: index views of one attack run, never new at
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
-from ..io import load_npz
+from pabench.core.io import load_npz
+from pabench.core.paths import MIN_NORM  # noqa: F401 - re-exported for the attack modules
 
 # name -> (library, bounded by eps)
 ATTACKS = {
@@ -23,31 +22,8 @@ ATTACKS = {
     "apgd-dlr-t": ("pyautoattack", True),
     "fab": ("pyautoattack", True),
 }
-MIN_NORM = "min"        # the eps tag of a minimum-norm attack (FMN): no bound
 TOLERANCE = 1e-6        # float32 rounding of x + delta
 RECORD_KEYS = ("adv", "clean_scores", "adv_scores", "linf", "success", "labels")
-
-
-def parse_eps(value) -> float:
-    """An eps from the config: a number or a fraction string such as "8/255"; must lie in (0, 1]."""
-    try:
-        eps = float(Fraction(str(value).strip())) if isinstance(value, str) else float(value)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"eps {value!r} is not a number or a fraction like '8/255'") from None
-    if not 0 < eps <= 1:
-        raise ValueError(f"eps {value!r} is outside (0, 1] (images are in [0, 1])")
-    return eps
-
-
-def eps_tag(value) -> str:
-    """The file-name form of an eps: '8/255' -> '8-255', 0.3 -> '0.3'."""
-    parse_eps(value)
-    return str(value).strip().replace("/", "-")
-
-
-def tag_eps(tag: str) -> float | None:
-    """The inverse of eps_tag (None for the minimum-norm tag)."""
-    return None if tag == MIN_NORM else parse_eps(tag.replace("-", "/"))
 
 
 def check_attack(name: str) -> None:

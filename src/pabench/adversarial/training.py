@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .models import METHODS, build
+from pabench.adversarial.models import METHODS, build
 
 log = logging.getLogger("pabench.adversarial")
 

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from . import native
-from .kernel import CentredPairs, convex_parts, kernel_terms
+from pabench.metrics import native
+from pabench.metrics.kernel import CentredPairs, convex_parts, kernel_terms
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8

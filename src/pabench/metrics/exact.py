@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .kernel import CentredPairs, limit_at_infinity, summed_terms
+from pabench.metrics.kernel import CentredPairs, limit_at_infinity, summed_terms
 
 GRID_DECADES = (-2.0, 3.0)  # initial scan, in units of 1 / (typical row range of the scores)
 GRID_PER_DECADE = 2

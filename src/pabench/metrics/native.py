@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .kernel import CentredPairs
+from pabench.metrics.kernel import CentredPairs
 
 log = logging.getLogger("pabench.native")
 SOURCE = Path(__file__).with_name("pa_native.c")

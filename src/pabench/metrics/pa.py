@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .adam import solve_adam
-from .exact import solve_exact
-from .kernel import CentredPairs, summed_terms
+from pabench.metrics.adam import solve_adam
+from pabench.metrics.exact import solve_exact
+from pabench.metrics.kernel import CentredPairs, summed_terms
 
 SOLVERS = ("exact", "adam")
 INPUTS = ("logits", "log_probs", "probs")

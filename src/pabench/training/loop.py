@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..io import atomic_path
-from ..metrics import posterior_agreement
-from ..models import BACKBONES, Classifier
-from .algorithms import ALGORITHMS, irm_penalty, irm_weight, lisa_mix, soft_cross_entropy
+from pabench.core.io import atomic_path
+from pabench.metrics import posterior_agreement
+from pabench.models import BACKBONES, Classifier
+from pabench.training.algorithms import ALGORITHMS, irm_penalty, irm_weight, lisa_mix, soft_cross_entropy
 
 log = logging.getLogger("pabench.training")
 CHECKPOINTS = ("best_acc", "best_pa", "last")

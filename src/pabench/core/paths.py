@@ -1,0 +1,228 @@
+"""Every file the workflow writes, built and parsed in one place.
+
+Rules build their inputs and outputs here (with Snakemake wildcards such as "{seed}" where a
+field is left open), and scripts and figures turn a path back into its typed key here, so that no
+other module knows how a path is spelled.  Keys are typed: an attack's eps travels as an `Eps`,
+a training run as a `TrainRun`, never as a string to re-parse.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+FIGURE_EXT = (".pdf", ".png", ".csv")
+TABLE_EXT = (".md", ".csv", ".tex", ".html")
+MIN_NORM = "min"  # the eps tag of a minimum-norm attack (FMN): no bound
+
+
+# ------------------------------------------------------------------ typed keys
+def parse_eps(value) -> float:
+    """An eps from the config: a number or a fraction string such as "8/255"; must lie in (0, 1]."""
+    try:
+        eps = float(Fraction(str(value).strip())) if isinstance(value, str) else float(value)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"eps {value!r} is not a number or a fraction like '8/255'") from None
+    if not 0 < eps <= 1:
+        raise ValueError(f"eps {value!r} is outside (0, 1] (images are in [0, 1])")
+    return eps
+
+
+@dataclass(frozen=True)
+class Eps:
+    """An attack's perturbation bound: its file-name tag ("8-255", "0.1", or "min" for the
+    unbounded minimum-norm attack) and its value (None when unbounded)."""
+    tag: str
+
+    def __post_init__(self):
+        if self.tag != MIN_NORM:
+            parse_eps(self.tag.replace("-", "/"))  # refuse a tag that is no eps
+
+    @classmethod
+    def of(cls, value) -> Eps:
+        """From the config's form: 0.3, "8/255" (or "min")."""
+        if value == MIN_NORM:
+            return cls(MIN_NORM)
+        parse_eps(value)
+        return cls(str(value).strip().replace("/", "-"))
+
+    @property
+    def value(self) -> float | None:
+        return None if self.tag == MIN_NORM else parse_eps(self.tag.replace("-", "/"))
+
+    @property
+    def label(self) -> str:
+        return "min-norm" if self.tag == MIN_NORM else f"eps = {self.tag.replace('-', '/')}"
+
+    def __str__(self) -> str:
+        return self.tag
+
+
+UNBOUNDED = Eps(MIN_NORM)
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """One domain-generalisation training run; setting is the model-selection co-occurrence
+    setting (None for the shift-factor study)."""
+    algorithm: str
+    seed: int
+    setting: str | None = None
+
+    @property
+    def tag(self) -> str:
+        return f"{self.algorithm}-s{self.seed}"
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """One attack run: a model of a dataset attacked with one attack at one eps."""
+    dataset: str
+    model: str
+    attack: str
+    eps: Eps
+
+
+def _tag(value) -> str:
+    """A field as it stands in a path: typed keys by their tag, wildcards ("{eps}") as they are."""
+    return value.tag if isinstance(value, Eps) else str(value)
+
+
+def _parse(template: str, path: str) -> dict:
+    """The fields of a path built from template (the inverse of str.format)."""
+    pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+?)", re.escape(template))
+    match = re.fullmatch(pattern, str(path))
+    if not match:
+        raise ValueError(f"{path!r} is not a path of the form {template!r}")
+    return match.groupdict()
+
+
+# ------------------------------------------------------------------ figures and tables
+def figure_files(paper: str, name: str) -> dict:
+    return {ext[1:]: f"figures/{paper}/{name}{ext}" for ext in FIGURE_EXT}
+
+
+def table_files(paper: str, name: str) -> dict:
+    return {ext[1:]: f"figures/{paper}/{name}{ext}" for ext in TABLE_EXT}
+
+
+def check_files(name: str) -> dict:
+    """The run-wide checks beside the papers: claims and timings."""
+    return {ext[1:]: f"figures/{name}{ext}" for ext in (".md", ".csv", ".html")}
+
+
+def log(rule: str, *fields) -> str:
+    return f"data/logs/{rule}/{'-'.join(map(_tag, fields)) or rule}.log"
+
+
+def benchmark(rule: str, *fields) -> str:
+    return f"data/benchmarks/{rule}/{'-'.join(map(_tag, fields)) or rule}.tsv"
+
+
+BENCHMARKS = "data/benchmarks"
+
+# ------------------------------------------------------------------ toy examples
+def toy_table(kind: str) -> str:
+    return f"data/results/toy/{kind}.csv"
+
+
+# ------------------------------------------------------------------ MNIST and DiagViB-6
+MNIST_POOLS = "data/mnist/pools.npz"
+SHIFT_RATIO_VIEWS = "data/diagvib/shift_factor/shift_ratio_views.json"
+DIAGVIB_ASS = "data/results/diagvib/ass.csv"
+
+
+def diagvib_split(study: str, split: str) -> str:
+    """A rendered DiagViB-6 split (a directory)."""
+    return f"data/diagvib/{study}/{split}"
+
+
+# ------------------------------------------------------------------ domain generalisation
+_MODEL_DIR = "data/models/{study}/{prefix}{algorithm}-s{seed}"
+_DG_SCORES = "data/results/dg/scores/{algorithm}-s{seed}.npz"
+DG_PA_TABLE = "data/results/dg/pa.csv"
+MS_TABLE = "data/results/model_selection.csv"
+
+
+def model_dir(run: TrainRun | None = None, algorithm="{algorithm}", seed="{seed}", setting=None) -> str:
+    """The checkpoints of a training run (shift-factor study, or model selection with a setting)."""
+    if run is not None:
+        algorithm, seed, setting = run.algorithm, run.seed, run.setting
+    study, prefix = ("shift_factor", "") if setting is None else ("model_selection", f"{setting}/")
+    return _MODEL_DIR.format(study=study, prefix=prefix, algorithm=algorithm, seed=seed)
+
+
+def checkpoint(run: TrainRun, which: str) -> str:
+    """best_acc, best_pa, last or epoch<k> of a run."""
+    return f"{model_dir(run)}/{which}.pt"
+
+
+_STAGE = "data/models/shift_factor/{algorithm}-s{seed}/{which}.pt"
+
+
+def parse_checkpoint(path) -> tuple[TrainRun, str]:
+    """The run and the checkpoint name (best_acc, epoch3, ...) of a shift-factor-study checkpoint."""
+    f = _parse(_STAGE, path)
+    return TrainRun(f["algorithm"], int(f["seed"])), f["which"]
+
+
+def dg_scores(algorithm="{algorithm}", seed="{seed}") -> str:
+    return _DG_SCORES.format(algorithm=algorithm, seed=seed)
+
+
+def parse_dg_scores(path) -> TrainRun:
+    fields = _parse(_DG_SCORES, path)
+    return TrainRun(fields["algorithm"], int(fields["seed"]))
+
+
+def dg_pa(algorithm="{algorithm}", seed="{seed}") -> str:
+    return f"data/results/dg/pa/{algorithm}-s{seed}.csv"
+
+
+def ms_result(setting="{setting}", algorithm="{algorithm}", seed="{seed}") -> str:
+    return f"data/results/model_selection/{setting}/{algorithm}-s{seed}.csv"
+
+
+# ------------------------------------------------------------------ adversarial robustness
+_ATTACK_RECORD = "data/adversarial/{dataset}/attacks/{model}/{attack}/{eps}.npz"
+_ZOO_MODEL = "data/adversarial/{dataset}/models/{model}.pt"
+
+
+def adv_split(dataset="{dataset}", split="{split}") -> str:
+    return f"data/adversarial/{dataset}/{split}.npz"
+
+
+def zoo_model(dataset, model="{adv_model}") -> str:
+    return _ZOO_MODEL.format(dataset=dataset, model=model)
+
+
+def zoo_history(dataset, model="{adv_model}") -> str:
+    return _ZOO_MODEL.format(dataset=dataset, model=model)[:-len(".pt")] + ".csv"
+
+
+def parse_zoo_history(path) -> str:
+    """The model name of a zoo training history."""
+    return _parse(_ZOO_MODEL[:-len(".pt")] + ".csv", path)["model"]
+
+
+def attack_record(dataset="{dataset}", model="{adv_model}", attack="{attack}", eps="{eps}") -> str:
+    return _ATTACK_RECORD.format(dataset=dataset, model=model, attack=attack, eps=_tag(eps))
+
+
+def record_of(run: AttackRun) -> str:
+    return attack_record(run.dataset, run.model, run.attack, run.eps)
+
+
+def parse_attack_record(path) -> AttackRun:
+    f = _parse(_ATTACK_RECORD, path)
+    return AttackRun(f["dataset"], f["model"], f["attack"], Eps(f["eps"]))
+
+
+def adv_scores(dataset="{dataset}", model="{adv_model}", attack="{attack}") -> str:
+    """PA / AFR of one model under one attack, every eps and AR (rule adv_score)."""
+    return f"data/results/adversarial/{dataset}/{model}/{attack}.csv"
+
+
+def adv_table(dataset="{dataset}") -> str:
+    """The tidy table of an adversarial dataset's experiment (every model, attack, eps, AR)."""
+    return f"data/results/adversarial/{dataset}.csv"

@@ -1,0 +1,104 @@
+"""What the adversarial experiments run, from the config: datasets, models, attack runs and the
+settings each job reads.  Used by the rules (workflow/rules/adversarial.smk) and the PA paper's
+registry; no PyTorch here, so planning the workflow stays fast."""
+from __future__ import annotations
+
+from pabench.adversarial.records import ATTACKS
+from pabench.core import paths
+from pabench.core.paths import UNBOUNDED, Eps
+from pabench.metrics.settings import PASettings
+
+DATASET_LABEL = {"mnist32": "MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
+                 "cifar10": "CIFAR-10 test set", "imagenet": "ImageNet validation images"}
+
+
+def main_dataset(config: dict) -> str:
+    """mnist32 (the offline stand-in) or cifar10."""
+    return config["adversarial"]["dataset"]
+
+
+def zoo(config: dict) -> list[str]:
+    return list(config["adversarial"]["zoo"]["models"])
+
+
+def imagenet_on(config: dict) -> bool:
+    return bool(config["adversarial"]["imagenet"].get("folder"))
+
+
+def datasets(config: dict) -> list[str]:
+    return [main_dataset(config)] + (["imagenet"] if imagenet_on(config) else [])
+
+
+def models(config: dict, dataset: str) -> list[str]:
+    adv = config["adversarial"]
+    if dataset == "imagenet":
+        return list(adv["imagenet"]["models"])
+    return [*adv["zoo"]["models"], *adv.get("robustbench", [])]
+
+
+def attack_settings(config: dict, dataset: str) -> dict:
+    adv = config["adversarial"]
+    return adv["imagenet"]["attacks"] if dataset == "imagenet" else adv["attacks"]
+
+
+def eps_grid(config: dict, attack: str, dataset: str) -> list[Eps]:
+    """The eps of an attack's runs: the config's grid, or unbounded for a minimum-norm attack."""
+    if not ATTACKS[attack][1]:
+        return [UNBOUNDED]
+    adv = config["adversarial"]
+    return [Eps.of(e) for e in (adv["imagenet"]["eps"] if dataset == "imagenet" else adv["eps"])]
+
+
+def runs(config: dict, dataset: str, model: str, attack: str) -> list[paths.AttackRun]:
+    return [paths.AttackRun(dataset, model, attack, e) for e in eps_grid(config, attack, dataset)]
+
+
+def model_input(config: dict, model: str) -> list[str]:
+    """A zoo model's checkpoint (trained on the main dataset); RobustBench models need none."""
+    return [paths.zoo_model(main_dataset(config), model)] if model in zoo(config) else []
+
+
+def zoo_params(config: dict, model: str) -> dict:
+    """The zoo settings one model's training reads (its architecture resolved), so that adding
+    a model or changing another's override does not retrain it."""
+    z = config["adversarial"]["zoo"]
+    shared = {k: v for k, v in z.items() if k not in ("models", "arch_overrides")}
+    return {**shared, "arch": z.get("arch_overrides", {}).get(model, z["arch"])}
+
+
+def jpeg_rs_params(config: dict, model: str) -> dict:
+    """The JPEG + RS settings, which only the jpeg_rs model's jobs depend on."""
+    return config["adversarial"]["jpeg_rs"] if model == "jpeg_rs" else {}
+
+
+def dataset_params(config: dict, dataset: str) -> dict:
+    adv = config["adversarial"]
+    return adv["imagenet"] if dataset == "imagenet" else adv.get(dataset, {})
+
+
+def pa_settings(config: dict) -> PASettings:
+    return PASettings.from_config(config["pa"]["adam"], config["adversarial"]["pa_epochs"])
+
+
+def score_tables(config: dict, dataset: str, attacks=None) -> list[str]:
+    """The adv_score tables of every model of a dataset for the given attacks (default: all), so
+    that a figure of one attack needs only that attack's runs."""
+    return [paths.adv_scores(dataset, m, a) for m in models(config, dataset)
+            for a in (attacks or attack_settings(config, dataset))]
+
+
+def histories(config: dict, dataset: str) -> list[str]:
+    """Training histories of the dataset's zoo models (for the model table)."""
+    return [paths.zoo_history(main_dataset(config), m) for m in models(config, dataset)
+            if m in zoo(config)]
+
+
+def figure_meta(config: dict, attacks, dataset: str) -> dict:
+    adv = config["adversarial"]
+    n = adv["imagenet"]["n"] if dataset == "imagenet" else adv["n_test"]
+    settings = attack_settings(config, dataset)
+    return {"data": f"{DATASET_LABEL[dataset]}, n = {n}", "models": models(config, dataset),
+            "attacks": {a: {**settings[a], "eps": [e.tag for e in eps_grid(config, a, dataset)]}
+                        for a in attacks},
+            "solver": f"adam ({adv['pa_epochs']} epochs, the paper's) and exact",
+            "seeds": {"zoo": adv["zoo"]["seed"], "test_subset": adv["test_seed"]}}

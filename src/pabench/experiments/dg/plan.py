@@ -1,0 +1,84 @@
+"""What the domain-generalisation experiments run, from the config: training runs of the
+shift-factor study and of the model-selection study, and the settings each job reads.  No
+PyTorch here, so planning the workflow stays fast."""
+from __future__ import annotations
+
+from pabench.core import paths
+from pabench.core.paths import TrainRun
+from pabench.metrics.settings import PASettings
+
+
+def stage_epochs(epochs: int) -> list[int]:
+    """Three training stages (Appendix D, Figure 11): the first, middle and last epoch."""
+    return sorted({1, max(1, (epochs + 1) // 2), epochs})
+
+
+def train_params(dg: dict, algorithm: str) -> dict:
+    """The part of the config's `dg` section one training run reads: the shared settings and its
+    own algorithm's section only, so that changing another algorithm's settings (or the seed
+    list) does not rerun it."""
+    shared = ("backbone", "pretrained", "epochs", "lr", "batch_size", "device")
+    return {**{k: dg[k] for k in shared if k in dg}, **({algorithm: dg[algorithm]} if algorithm in dg else {})}
+
+
+def runs(config: dict) -> list[TrainRun]:
+    """The shift-factor study's training runs (Figure 7)."""
+    dg = config["dg"]
+    return [TrainRun(a, s) for a in dg["algorithms"] for s in dg["seeds"]]
+
+
+def pca_algorithms(config: dict) -> list[str]:
+    """The algorithms Figure 11 compares."""
+    return [a for a in ("erm", "irm") if a in config["dg"]["algorithms"]]
+
+
+def stage_checkpoints(config: dict) -> list[str]:
+    """Figure 11's checkpoints: the first seed of each compared algorithm at each stage."""
+    dg = config["dg"]
+    return [paths.checkpoint(TrainRun(a, dg["seeds"][0]), f"epoch{e}")
+            for a in pca_algorithms(config) for e in stage_epochs(dg["epochs"])]
+
+
+def ms_study(config: dict) -> dict:
+    return config["diagvib"]["studies"]["model_selection"]
+
+
+def ms_settings(config: dict) -> list[str]:
+    """The co-occurrence settings: the model-selection study's training splits."""
+    return [s for s, c in ms_study(config)["splits"].items() if c["pool"] == "train"]
+
+
+def ms_runs(config: dict) -> list[TrainRun]:
+    ms, seeds = config["dg"]["model_selection"], config["dg"]["seeds"]
+    return [TrainRun(a, s, setting) for setting in ms_settings(config) for a in ms["algorithms"]
+            for s in seeds]
+
+
+def ms_label(config: dict, setting: str) -> str:
+    return ms_study(config)["splits"][setting].get("label", setting)
+
+
+def pa_settings(config: dict) -> PASettings:
+    return PASettings.from_config(config["pa"]["adam"], config["dg"]["pa_epochs"])
+
+
+def threads(config: dict, cores: int) -> int:
+    """Training threads: the config's, or every core Snakemake was given."""
+    return config["dg"].get("threads") or cores
+
+
+def data_label(config: dict, study: str) -> str:
+    return (f"DiagViB-6 {study} study ({config['data']['mnist']['source']} digits, "
+            f"{config['diagvib']['image_size']}px)")
+
+
+def train_outputs(config: dict, setting: str | None = None, stages: bool = False) -> dict:
+    """The files of a training run, with {algorithm} and {seed} (and {setting}) left open:
+    the best-accuracy, best-PA and last checkpoints, the history and, with stages, Figure 11's
+    stage checkpoints."""
+    d = paths.model_dir(setting=setting)
+    out = {k: f"{d}/{k}.pt" for k in ("best_acc", "best_pa", "last")}
+    out["history"] = f"{d}/history.csv"
+    if stages:
+        out["stages"] = [f"{d}/epoch{e}.pt" for e in stage_epochs(config["dg"]["epochs"])]
+    return out

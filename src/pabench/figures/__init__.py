@@ -1,1 +1,0 @@
-"""Figure rendering: one module per figure family, all sharing `common`."""

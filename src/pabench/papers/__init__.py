@@ -1,0 +1,4 @@
+"""The papers the workflow reproduces: one registry each (pabench.reporting.registry)."""
+from pabench.papers.pa import PAPER as PA
+
+PAPERS = {p.key: p for p in (PA,)}

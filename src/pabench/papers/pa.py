@@ -1,0 +1,240 @@
+"""The PA robustness paper (TMLR; arXiv v1 shares its figures): every figure and table, once."""
+from __future__ import annotations
+
+from pabench.core import paths
+from pabench.core.paths import UNBOUNDED, Eps
+from pabench.experiments.adversarial import plan as adv
+from pabench.experiments.dg import plan as dg
+from pabench.reporting.registry import Entry, Paper
+
+P = "pa"
+ADV_FIGURES = "pabench.experiments.adversarial.figures"
+
+
+def _diagvib(config: dict) -> dict:
+    return config["diagvib"]
+
+
+def _sf_split(split: str) -> str:
+    return paths.diagvib_split("shift_factor", split)
+
+
+def _diagvib_data(config: dict) -> str:
+    return (f"DiagViB-6 ({config['data']['mnist']['source']} digits, "
+            f"{config['diagvib']['image_size']}px)")
+
+
+def _dg_meta(config: dict, study: str = "shift-factor", **extra) -> dict:
+    d = config["dg"]
+    return {"data": dg.data_label(config, study), "backbone": d["backbone"], **extra}
+
+
+# ------------------------------------------------------------------ adversarial figures
+def _ar_figure(name: str, attack: str, caption: str, dataset=None, main_ar_max=None) -> Entry:
+    """PA and AFR_T against AR, one row per eps (Figures 3, 5, 14-18)."""
+    ds = dataset or adv.main_dataset
+    return Entry(
+        P, name, f"{ADV_FIGURES}:ar_figure", "adversarial", caption,
+        inputs=lambda c: {"tables": adv.score_tables(c, ds(c), [attack])},
+        args=lambda c: {"attack": attack, "models": adv.models(c, ds(c)), "main_ar_max": main_ar_max},
+        meta=lambda c: adv.figure_meta(c, [attack], ds(c)),
+        enabled=lambda c: attack in adv.attack_settings(c, ds(c))
+        and (ds(c) != "imagenet" or adv.imagenet_on(c)),
+        claims=_AR_CLAIMS.get(name, ()))
+
+
+def _imagenet(config: dict) -> str:
+    return "imagenet"
+
+
+def _confidence_panels(config: dict, name: str) -> list[tuple[str, Eps, float]]:
+    conf = Eps.of(config["adversarial"]["figures"]["confidence_eps"])
+    return {"fig04": [("pgd", conf, 1.0)], "fig06": [("fmn", UNBOUNDED, 0.5)],
+            "fig09": [("pgd", conf, 1.0), ("fmn", UNBOUNDED, 0.5), ("fmn", UNBOUNDED, 1.0)]}[name]
+
+
+def _confidence_models(config: dict, name: str) -> list[str]:
+    return (adv.models(config, adv.main_dataset(config)) if name == "fig09"
+            else list(config["adversarial"]["figures"]["examples"]))
+
+
+def _confidence_figure(name: str, caption: str) -> Entry:
+    """Predictive confidence of correct and attacked samples, and the final betas (4, 6, 9)."""
+    def attacks(c):
+        return sorted({a for a, _, _ in _confidence_panels(c, name)})
+
+    def inputs(c):
+        ds = adv.main_dataset(c)
+        records = sorted({paths.attack_record(ds, m, a, e) for a, e, _ in _confidence_panels(c, name)
+                          for m in _confidence_models(c, name)})
+        return {"records": records, "tables": adv.score_tables(c, ds, attacks(c))}
+
+    return Entry(
+        P, name, f"{ADV_FIGURES}:confidence_figure", "adversarial", caption, inputs=inputs,
+        args=lambda c: {"panels": _confidence_panels(c, name), "models": _confidence_models(c, name)},
+        meta=lambda c: adv.figure_meta(c, attacks(c), adv.main_dataset(c)),
+        enabled=lambda c: all(a in c["adversarial"]["attacks"] for a in attacks(c)),
+        claims=_CONFIDENCE_CLAIMS.get(name, ()))
+
+
+def _models_table(dataset: str) -> Entry:
+    """The models of one adversarial dataset (models-<dataset>)."""
+    return Entry(
+        P, f"models-{dataset}", "pabench.experiments.adversarial.tables:models", "adversarial",
+        "Models of the adversarial experiments: source (self-trained zoo or RobustBench), training "
+        "method, architecture and clean accuracy on the attacked test images", kind="table",
+        inputs=lambda c: {"table": paths.adv_table(dataset), "histories": adv.histories(c, dataset)},
+        args=lambda c: {"models": adv.models(c, dataset), "zoo": c["adversarial"]["zoo"]},
+        meta=lambda c: {"data": adv.DATASET_LABEL[dataset]},
+        enabled=lambda c: dataset in adv.datasets(c))
+
+
+# Claims (pabench.experiments.*.claims) each figure backs.
+_AR_CLAIMS = {
+    "fig03": ("adv-pgd-undefended-lowest", "adv-pgd-undefended-decreasing", "adv-pgd-stronger-eps-lower",
+              "adv-pgd-afr-overestimates", "adv-pgd-jpeg-rs-weak", "adv-ar0-ranking", "adv-exact-no-shift"),
+    "fig05": ("adv-fmn-afr-overestimates", "adv-fmn-jpeg-rs-best"),
+    "fig14": ("adv-apgd-top-defenses",),
+    "fig17": ("adv-imagenet-same-ranking",),
+}
+_CONFIDENCE_CLAIMS = {"fig04": ("adv-pgd-undefended-lowest-beta", "adv-pgd-jpeg-rs-highest-beta")}
+
+
+ENTRIES = (
+    Entry(P, "fig01", "pabench.experiments.toy.figures:fig01", "toy",
+          "Figure 1: accuracy and PA of a perfect, a constant and a random binary classifier on "
+          "Bernoulli(p) targets (mean +- std over seeds)",
+          inputs=lambda c: {"table": paths.toy_table("bernoulli")},
+          meta=lambda c: {"data": "simulated Bernoulli targets",
+                          "n": c["toy"]["bernoulli"]["n_samples"],
+                          "solver": ", ".join(c["toy"]["bernoulli"]["solvers"]),
+                          "adam_epochs": c["toy"]["bernoulli"]["adam_epochs"],
+                          "seeds": c["toy"]["bernoulli"]["seeds"]},
+          claims=("toy-constant-is-robust", "toy-random-is-not", "toy-accuracy-inconsistent")),
+    Entry(P, "fig02", "pabench.experiments.toy.figures:fig02", "toy",
+          "Figure 2: Gibbs posteriors over a real-valued mean fit to two noisy samples, at beta "
+          "too low, optimal (exact solver) and too high, and PA as a function of beta",
+          inputs=lambda c: {"table": paths.toy_table("gaussian")},
+          meta=lambda c: {"data": "simulated Gaussian samples",
+                          "n": c["toy"]["gaussian"]["n_observations"], "solver": "exact",
+                          "seeds": [c["toy"]["gaussian"]["seed"]]},
+          claims=("toy-optimal-beta",)),
+    _ar_figure("fig03", "pgd", "Figure 3: PA (left) and AFR_T (right) against the adversarial "
+               "ratio AR, one row per eps, for the PGD attack"),
+    _confidence_figure("fig04", "Figure 4: predictive confidence of the samples predicted "
+                       "correctly before the attack (plain) and of the successfully attacked ones "
+                       "(hatched), mean +- standard error, for three models under PGD at AR = 1; "
+                       "below, the final beta of every model"),
+    _ar_figure("fig05", "fmn", "Figure 5: PA (left) and AFR_T (right) against AR for the "
+               "minimum-norm FMN attack: the main panel AR <= 0.5, the extra panel all ARs",
+               main_ar_max=0.5),
+    _confidence_figure("fig06", "Figure 6: predictive confidence (as Figure 4) and final betas "
+                       "under FMN at AR = 0.5"),
+    Entry(P, "fig07", "pabench.experiments.dg.figures:fig07", "dg",
+          "Figure 7: PA (adam solver, as the paper; and the exact solver) and AFR_T of ERM, IRM "
+          "and LISA trained on env0/env1, tested against env0 on env1..env5 at shift ratios SR "
+          "(mean over seeds)",
+          inputs=lambda c: {"table": paths.DG_PA_TABLE},
+          meta=lambda c: _dg_meta(c, epochs=c["dg"]["epochs"],
+                                  solver=f"adam ({c['dg']['pa_epochs']} epochs) and exact",
+                                  seeds=c["dg"]["seeds"]),
+          claims=("dg-erm-irm-lisa", "dg-erm-above-irm-mild", "dg-accuracy-falls", "dg-pa-stable-at-5")),
+    Entry(P, "fig08", "pabench.experiments.dg.figures:fig08", "dg",
+          "Figure 8: average predictive confidence (max softmax, mean +- standard error) on env0 "
+          "and on env k for #SF = 1..5, per algorithm, and the final beta (adam solver, SR = 1) at "
+          "#SF = 5",
+          inputs=lambda c: {"scores": [paths.dg_scores(r.algorithm, r.seed) for r in dg.runs(c)],
+                            "pa": paths.DG_PA_TABLE},
+          meta=lambda c: _dg_meta(c, solver=f"adam ({c['dg']['pa_epochs']} epochs)",
+                                  seeds=c["dg"]["seeds"]),
+          claims=("dg-lisa-highest-beta",)),
+    _confidence_figure("fig09", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
+                       "FMN at AR = 0.5 and AR = 1"),
+    Entry(P, "fig11", "pabench.experiments.dg.figures:fig11", "dg",
+          "Figure 11: first principal component (scaled to [-1, 1]) of the penultimate features "
+          "of 128 paired validation samples in env0 (red) and env1 (blue), coloured by class, for "
+          "ERM and IRM at the first, middle and last epoch (the runs of Figure 7; Appendix D "
+          "trained separate ResNet18 runs for 50 epochs at lr 1e-2)",
+          inputs=lambda c: {"stages": dg.stage_checkpoints(c), "val": _sf_split("val")},
+          args=lambda c: {"algorithms": dg.pca_algorithms(c), "samples": 128,
+                          "device": c["dg"]["device"]},
+          meta=lambda c: _dg_meta(c, seeds=c["dg"]["seeds"][:1])),
+    Entry(P, "fig12", "pabench.experiments.diagvib.figures:fig12", "diagvib",
+          "Figure 12: co-occurrence of the learning factor (hue) and the predicted factor (digit) "
+          "in the training sources of each setting (x = the pair occurs), drawn from the config. "
+          "k-CGO: the first k digits of (1, 7, 4) occur with both hues (our reading; the paper "
+          "does not list the pairs)",
+          args=lambda c: {"study": _diagvib(c)["studies"]["model_selection"]},
+          meta=lambda c: {"data": "configuration"}),
+    Entry(P, "fig13", "pabench.experiments.diagvib.figures:fig13", "diagvib",
+          "Figure 13: samples of the shift-factor study: training env0/env1 (different digit "
+          "instances), validation env0/env1 and test env0..env5 (the same instances)",
+          inputs=lambda c: {s: _sf_split(s) for s in ("train", "val", "test")},
+          meta=lambda c: {"data": _diagvib_data(c),
+                          "seeds": [s["seed"] for s in
+                                    _diagvib(c)["studies"]["shift_factor"]["splits"].values()]}),
+    _ar_figure("fig14", "apgd-ce", "Figure 14: PA and AFR_T against AR and eps, APGD-CE"),
+    _ar_figure("fig15", "apgd-dlr", "Figure 15: PA and AFR_T against AR and eps, APGD-DLR"),
+    _ar_figure("fig16", "fab", "Figure 16: PA and AFR_T against AR and eps, FAB"),
+    _ar_figure("fig17", "apgd-ce", "Figure 17: PA and AFR_T against AR and eps, APGD-CE on "
+               "ImageNet", dataset=_imagenet),
+    _ar_figure("fig18", "apgd-dlr-t", "Figure 18: PA and AFR_T against AR and eps, targeted "
+               "APGD-DLR-T on ImageNet", dataset=_imagenet),
+    Entry(P, "table1", "pabench.experiments.dg.tables:table1", "model_selection",
+          "Table 1: model selection with in-distribution validation: test accuracy (%) on Test "
+          "1..5 of the epoch selected by validation accuracy, and the difference PA-selected minus "
+          "accuracy-selected (with its std over seeds)", kind="table",
+          inputs=lambda c: {"results": paths.MS_TABLE},
+          args=lambda c: {"settings": [dg.ms_label(c, s) for s in dg.ms_settings(c)],
+                          "tests": dg.ms_study(c)["splits"]["test"]["envs"]},
+          meta=lambda c: _dg_meta(c, "model-selection", epochs=c["dg"]["model_selection"]["epochs"],
+                                  validation=c["dg"]["model_selection"]["validation"],
+                                  solver="exact", seeds=c["dg"]["seeds"]),
+          claims=("ms-pa-selects-better", "ms-partial-go-gain", "ms-irm-benefits-more")),
+    Entry(P, "table2", "pabench.experiments.diagvib.figures:table2", "diagvib",
+          "Table 2: factors of the shift-factor environments (cumulative shifts; CC = "
+          "center-center, LC = lower-center) and the average structural similarity (ASS) of each "
+          "test environment to env0 over paired images", kind="table",
+          inputs=lambda c: {"ass": paths.DIAGVIB_ASS},
+          args=lambda c: {"study": _diagvib(c)["studies"]["shift_factor"],
+                          "envs": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["envs"]},
+          meta=lambda c: {"data": _diagvib_data(c),
+                          "n": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["n"]}),
+    Entry(P, "table3", "pabench.experiments.diagvib.figures:table3", "diagvib",
+          "Table 3: environments of the model-selection study (hue is the learning factor; CC = "
+          "center-center, UL = upper-left). Training sources: env 0 red, env 1 blue; the "
+          "co-occurrence settings choose the digits each source shows: ZGO red 1,4 / blue 7,9; "
+          "k-CGO the first k digits of (1, 7, 4) with both hues; ZSO all digits with both (our "
+          "reading of Figure 12). Validation pairs share digit instances; Test 1-5 are the "
+          "cumulative shifts of Table 2", kind="table",
+          args=lambda c: {"study": _diagvib(c)["studies"]["model_selection"]},
+          meta=lambda c: {"data": "configuration",
+                          "n": {s: v["n"] for s, v in
+                                _diagvib(c)["studies"]["model_selection"]["splits"].items()}}),
+    _models_table("mnist32"),
+    _models_table("cifar10"),
+    _models_table("imagenet"),
+)
+
+
+def _datasets(config: dict) -> list[str]:
+    """Beside the figures: every rendered DiagViB-6 split and the shift-ratio views."""
+    return [paths.SHIFT_RATIO_VIEWS] + [paths.diagvib_split(study, split)
+                                        for study, cfg in config["diagvib"]["studies"].items()
+                                        for split in cfg["splits"]]
+
+
+def _claim_tables(config: dict) -> dict:
+    """The tidy tables the claims are checked on, by the names the claims use."""
+    tables = {"toy_bernoulli": paths.toy_table("bernoulli"), "toy_gaussian": paths.toy_table("gaussian"),
+              "dg": paths.DG_PA_TABLE, "model_selection": paths.MS_TABLE,
+              "adversarial": paths.adv_table(adv.main_dataset(config))}
+    if adv.imagenet_on(config):
+        tables["imagenet"] = paths.adv_table("imagenet")
+    return tables
+
+
+PAPER = Paper(P, "PA robustness paper (TMLR)", ENTRIES, extra_targets=_datasets,
+              claim_modules=("pabench.experiments.toy.claims", "pabench.experiments.adversarial.claims",
+                             "pabench.experiments.dg.claims"),
+              claim_tables=_claim_tables)

@@ -1,0 +1,44 @@
+"""Configuration checks, in process: the schema's messages and the experiments' own checks each
+name the offending key (the workflow tests check once that Snakemake stops on them)."""
+import pytest
+
+from conftest import REPO
+from pabench.core import config as pabench_config
+
+
+@pytest.mark.parametrize("overlay,message", [
+    ("toy:\n  bernoulli:\n    n_samples: -3\n", "key 'toy.bernoulli.n_samples': -3 is less than the minimum of 2"),
+    ("toy:\n  bernoulli:\n    typo_key: 1\n", "unknown key 'toy.bernoulli.typo_key'"),
+    ("wandb:\n  mode: sometimes\n", "key 'wandb.mode': 'sometimes' is not one of"),
+    ("toy:\n  bernoulli:\n    solvers: [newton]\n", "key 'toy.bernoulli.solvers.0': 'newton' is not one of"),
+    ("toy:\n  bernoulli:\n    seeds: []\n", "key 'toy.bernoulli.seeds'"),
+    ("scale: huge\n", "key 'scale'"),
+    ("diagvib:\n  shift_ratios: [0.5, 1.5]\n", "key 'diagvib.shift_ratios.1': 1.5 is greater than the maximum of 1"),
+    ("diagvib:\n  studies:\n    shift_factor:\n      environments:\n        env3: {hue: purple, lightness: dark,"
+     " position: CC, scale: normal, texture: blank}\n",
+     "diagvib.studies.shift_factor.environments.env3.hue: environment 'env3', factor 'hue': unknown hue value 'purple'"),
+    ("diagvib:\n  studies:\n    shift_factor:\n      splits:\n        val: {pool: val, envs: [env0, env7], n: 4,"
+     " paired: true, seed: 1}\n", "diagvib.studies.shift_factor.splits.val: diagvib.studies.shift_factor.splits.val.envs:"
+     " unknown environment 'env7'"),
+    ("data:\n  mnist:\n    source: kaggle\n", "key 'data.mnist.source': 'kaggle' is not one of"),
+    ("dg:\n  algorithms: [erm, dro]\n", "key 'dg.algorithms.1': 'dro' is not one of"),
+    ("dg:\n  backbone: vgg16\n", "key 'dg.backbone': 'vgg16' is not one of"),
+    ("adversarial:\n  attacks:\n    cw: {steps: 3}\n", "key 'adversarial.attacks': 'cw' is not one of ['pgd', 'fmn'"),
+    ("adversarial:\n  zoo:\n    models: [undefended, mart]\n", "key 'adversarial.zoo.models.1': 'mart' is not one of"),
+    ("adversarial:\n  eps: [0.1, 1.5]\n", "adversarial.eps: eps 1.5 is outside (0, 1]"),
+    ("adversarial:\n  eps: [0]\n", "adversarial.eps: eps 0 is outside (0, 1]"),
+    ("adversarial:\n  eps: [8/0]\n", "adversarial.eps: eps '8/0' is not a number"),
+    ("adversarial:\n  dataset: cifar10\n  robustbench: [Carmon2019Unlabeled]\n",
+     "adversarial.robustbench: unknown model id 'Carmon2019Unlabeled'; valid: Addepalli2021Towards_RN18"),
+    ("adversarial:\n  figures:\n    examples: [trades2]\n", "adversarial.figures.examples: 'trades2' is not among"),
+    ("dg:\n  batch_size: 1000\n", "diagvib.studies.shift_factor.splits.train.n: 320 samples per training "
+     "environment, fewer than one batch (dg.batch_size = 1000)"),
+])
+def test_bad_config_is_rejected_by_name(tmp_path, overlay, message):
+    (tmp_path / "bad.yaml").write_text(overlay)
+    with pytest.raises(pabench_config.ConfigError) as err:
+        pabench_config.check(pabench_config.load([REPO / "config.yaml", tmp_path / "bad.yaml"]),
+                             REPO / "workflow/schemas/config.schema.yaml")
+    assert message in str(err.value)
+
+

