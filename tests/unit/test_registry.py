@@ -151,3 +151,14 @@ def test_schema_enums_match_the_code():
     assert _enum(props["diagvib"]["properties"], "image_size") == list(IMAGE_SIZES)
     assert _enum(props["toy"]["properties"]["bernoulli"]["properties"]["solvers"], "items") == list(SOLVERS)
     assert _enum(props["wandb"]["properties"], "mode") == list(MODES)
+
+
+def test_resources_are_derived_from_a_runs_timing_table(tmp_path):
+    timings = tmp_path / "timings.csv"
+    timings.write_text("rule,jobs,total_s,mean_s,max_s,max_rss_mb,share,unreadable_files\n"
+                       "train_dg,3,900,300,400,1000,0.5,0\npa_fig01,1,2,2,2,100,0.1,0\n"
+                       "pa_table1,1,1,1,1,300,0.1,0\ntotal,5,903,1,400,1000,1,0\n")
+    got = resources.from_timings(timings)
+    assert got["train_dg"] == {"mem_mb": 1536, "runtime": 10}   # 1000 MB * 1.5 -> 1536; 400 s * 1.5
+    assert got["pa_fig01"] == got["figure"] == {"mem_mb": 512, "runtime": 5}   # the floors
+    assert got["table"] == {"mem_mb": 512, "runtime": 5} and "total" not in got

@@ -19,6 +19,7 @@ def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, after_jobs)
     root, _ = ran
     trial = kill_trial(REPO, tmp_path / "trial", TRIAL_TARGETS, kill_after=1.5, after_jobs=after_jobs)
     assert trial["killed"], "the run ended before the kill"
+    assert trial["unlock_rc"] == 0, "snakemake --unlock failed"
     assert trial["rerun_rc"] == 0, trial["rerun_tail"]
     outputs = snapshot(tmp_path / "trial")
     assert {"figures/pa/fig03.pdf", "figures/pa/fig07.csv", "data/results/dg/pa.csv"} <= set(outputs)

@@ -192,3 +192,12 @@ def test_runs_record_their_inputs_and_log_each_output_as_a_typed_artifact(ran):
     assert kinds["data-models-shift_factor-erm-s0-history.csv"] == "model"  # the training record
     split = next(r for n, r in runs.items() if n.startswith("diagvib_split-") and "split=train" in n)
     assert {a["type"] for a in split["artifacts"]} == {"dataset"}
+
+
+def test_a_paper_target_builds_that_paper(workdir):
+    """`snakemake pa` plans every figure and table rule of the PA paper and what they need, not the
+    run-wide checks."""
+    rules = {r for r, _ in planned(workdir, "pa", *TEST)}
+    paper = {e.rule for e in PAPERS["pa"].enabled(scale_config())}
+    assert paper <= rules and "claims" not in rules and "timings" not in rules
+    assert {"train_dg", "adv_attack", "diagvib_split"} <= rules

@@ -21,7 +21,7 @@ rule train_dg:
         paths.log("train_dg", "{algorithm}", "s{seed}"),
     benchmark:
         paths.benchmark("train_dg", "{algorithm}", "s{seed}")
-    threads: dg.threads(config, workflow.cores)
+    threads: dg.threads(config, workflow)
     resources:
         **resources.of(config, "train_dg"),
     conda:
@@ -118,7 +118,7 @@ rule train_ms:
         paths.log("train_ms", "{setting}", "{algorithm}", "s{seed}"),
     benchmark:
         paths.benchmark("train_ms", "{setting}", "{algorithm}", "s{seed}")
-    threads: dg.threads(config, workflow.cores)
+    threads: dg.threads(config, workflow)
     resources:
         **resources.of(config, "train_ms"),
     conda:

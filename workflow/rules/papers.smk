@@ -19,7 +19,6 @@ for paper in papers().values():
             params:
                 experiment=entry.experiment,
                 name=entry.name,
-                kind=entry.kind,
                 function=entry.function,
                 args=entry.args(config),
                 meta=entry.provenance(config),

@@ -13,7 +13,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     inputs = {k: v if isinstance(v, str) else list(v) for k, v in smk.input.items() if k != "style"}
     meta = dict(smk.params.meta)
     caption = meta.pop("caption")
-    if smk.params.kind == "figure":
+    if "pdf" in smk.output.keys():  # a figure (pdf, png, csv); else a table (md, csv, tex, html)
         from pabench.reporting.plotting import use_style
 
         use_style(smk.input.style)

@@ -1,11 +1,12 @@
 """Rule timings: summarise every rule's Snakemake benchmark files."""
+from pabench.core import paths
 from pabench.reporting.tables import write_table
 from pabench.reporting.timings import summarise
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    table = summarise("data/benchmarks")
+    table = summarise(paths.BENCHMARKS)
     meta = dict(smk.params.meta)
     caption = meta.pop("caption")
     write_table(table, caption, meta, "timings", smk.output.md, smk.output.csv,

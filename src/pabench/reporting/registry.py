@@ -96,12 +96,6 @@ class Paper:
     def enabled(self, config: dict) -> list[Entry]:
         return [e for e in self.entries if e.enabled(config)]
 
-    def entry(self, name: str) -> Entry:
-        for e in self.entries:
-            if e.name == name:
-                return e
-        raise KeyError(f"paper {self.key} has no figure or table {name!r}")
-
     def targets(self, config: dict) -> list[str]:
         """Every file that building this paper makes."""
         return [p for e in self.enabled(config) for p in e.outputs().values()] + self.extra_targets(config)

@@ -62,9 +62,10 @@ def pa_settings(config: dict) -> PASettings:
     return PASettings.from_config(config["pa"]["adam"], config["dg"]["pa_epochs"])
 
 
-def threads(config: dict, cores: int) -> int:
-    """Training threads: the config's, or every core Snakemake was given."""
-    return config["dg"].get("threads") or cores
+def threads(config: dict, workflow) -> int:
+    """Training threads: the config's, or every core Snakemake was given (read only then:
+    Snakemake refuses to report its cores to a command run without --cores, e.g. --unlock)."""
+    return config["dg"].get("threads") or workflow.cores
 
 
 def data_label(config: dict, study: str) -> str:
