@@ -195,3 +195,20 @@ def test_snakemake_stops_on_a_bad_config_before_any_job_without_traceback(workdi
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "pabench: invalid configuration" in out
     assert "adversarial.zoo.models.1" in out and "Traceback" not in out and "rule " not in proc.stdout
+
+
+def test_rule_files_do_not_depend_on_their_include_order(workdir):
+    """Each .smk file imports what it uses: the Snakefile's includes in reverse plan the same jobs."""
+    def jobs():
+        out = run_snakemake(workdir, "-n", "--quiet", "rules", *TEST).stdout
+        return sorted(line.split()[0] for line in out.splitlines() if line.strip()[:1].isalpha()
+                      and len(line.split()) == 2 and line.split()[1].isdigit())
+
+    forward = jobs()
+    snakefile = workdir / "Snakefile"
+    lines = snakefile.read_text().splitlines()
+    includes = [i for i, line in enumerate(lines) if line.startswith("include:")]
+    for i, line in zip(includes, reversed([lines[i] for i in includes])):
+        lines[i] = line
+    snakefile.write_text("\n".join(lines) + "\n")
+    assert jobs() == forward and "pa_fig03" in forward and len(forward) > 30
