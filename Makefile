@@ -32,3 +32,4 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_diagvib.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_training.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_attacks.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_job_overhead.py

@@ -9,6 +9,7 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from pabench.core import config as pabench_config
+from pabench import tracking
 from pabench.core import paths
 from pabench.reporting.registry import all_targets
 
@@ -28,6 +29,9 @@ except pabench_config.ConfigError as err:
     # Report the offending keys plainly and stop before any job is planned.
     sys.exit(f"pabench: {err}")
 validate(config, SCHEMA)
+# W&B: start this invocation's W&B run server while Snakemake plans the jobs, so that jobs hand
+# their runs to it instead of importing wandb (pabench.tracking; PABENCH_WANDB_SERVER=0: off).
+tracking.start_server(config)
 
 
 include: "workflow/rules/toy.smk"

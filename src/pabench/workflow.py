@@ -5,7 +5,10 @@
         run.log({...}); run.log_table("table", frame)
 
 On success the job's outputs are logged to W&B as an artifact; on failure the run is marked
-failed and the exception propagates, so Snakemake removes the outputs.
+failed and the exception propagates, so Snakemake removes the outputs.  The run is kept by the
+W&B run server of the Snakemake process where one can be used (`tracking.open_run`), so that the
+job's process never imports wandb; this module imports nothing heavy either (no torch, pandas,
+matplotlib): a job pays only for what its own script imports.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from .tracking import Tracker
+from .tracking import open_run
 
 log = logging.getLogger("pabench")
 
@@ -53,12 +56,12 @@ def job(smk, experiment: str | None = None):
     group = experiment or params.get("experiment") or smk.rule
     wb = smk.config.get("wandb", {})
     inputs = [str(p) for p in smk.input]
-    tracker = Tracker(mode=wb.get("mode", "offline"), project=wb.get("project", "pabench"),
-                      entity=wb.get("entity"), directory=wb.get("dir", "data/wandb"),
-                      group=group, job_type=smk.rule, name=run_name(smk.rule, wildcards),
-                      config={**params, **wildcards, "scale": smk.config.get("scale"),
-                              "inputs": inputs},
-                      tags=[str(smk.config.get("scale"))])
+    tracker = open_run(mode=wb.get("mode", "offline"), project=wb.get("project", "pabench"),
+                       entity=wb.get("entity"), directory=wb.get("dir", "data/wandb"),
+                       group=group, job_type=smk.rule, name=run_name(smk.rule, wildcards),
+                       config={**params, **wildcards, "scale": smk.config.get("scale"),
+                               "inputs": inputs},
+                       tags=[str(smk.config.get("scale"))])
     for path in inputs:  # lineage (online only): the artifacts a producing job logged
         tracker.use_artifact(path, artifact_type(path), [path])
     log.info("job %s (%s) started", run_name(smk.rule, wildcards), group)

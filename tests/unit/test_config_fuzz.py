@@ -3,7 +3,6 @@ starts with a message naming the offending key (and, through Snakemake, without 
 import copy
 
 import pytest
-import yaml
 
 from conftest import REPO, TEST
 from pabench.core import config as pabench_config
