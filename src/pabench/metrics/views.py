@@ -31,7 +31,7 @@ def score_views(reference: np.ndarray, views: np.ndarray, labels: np.ndarray,
     reference = np.asarray(reference)
     if reference.shape not in (views.shape, views.shape[1:]):
         raise ValueError(f"reference {reference.shape} does not match the views {views.shape}")
-    a = np.broadcast_to(reference, views.shape)
+    a = np.broadcast_to(reference, views.shape) if reference.ndim == 2 else reference
     labels = np.asarray(labels)
     label_of = (lambda j: labels) if labels.ndim == 1 else (lambda j: labels[j])
     exact = posterior_agreement(a, views, solver="exact")
