@@ -1,29 +1,27 @@
 """Every figure and table rule (one per paper registry entry): call the entry's function with
 the rule's inputs, write the outputs, log them to W&B.  Only the function's own module is
 imported, so a figure drawn from CSVs never imports PyTorch."""
-import importlib
-
 from pabench.core.io import read_table
+from pabench.reporting.registry import load_function
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    module, _, name = smk.params.function.partition(":")
-    draw = getattr(importlib.import_module(module), name)
+    draw = load_function(smk.params.function)
     inputs = {k: v if isinstance(v, str) else list(v) for k, v in smk.input.items() if k != "style"}
-    meta = dict(smk.params.meta)
-    caption = meta.pop("caption")
     if "pdf" in smk.output.keys():  # a figure (pdf, png, csv); else a table (md, csv, tex, html)
         from pabench.reporting.plotting import use_style
 
         use_style(smk.input.style)
-        draw(inputs, (smk.output.pdf, smk.output.png, smk.output.csv), {"caption": caption, **meta},
-                    **smk.params.args)
+        draw(inputs, (smk.output.pdf, smk.output.png, smk.output.csv), dict(smk.params.meta),
+             **smk.params.args)
         run.log_table(f"{smk.params.name}_data", read_table(smk.output.csv))
         run.log_image(smk.params.name, smk.output.png)
     else:
         from pabench.reporting.tables import write_table
 
+        meta = dict(smk.params.meta)
+        caption = meta.pop("caption")
         frame = draw(inputs, **smk.params.args)
         write_table(frame, caption, meta, smk.params.name, smk.output.md, smk.output.csv,
                     smk.output.tex, smk.output.html)

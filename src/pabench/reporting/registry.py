@@ -30,6 +30,12 @@ EXPERIMENTS = {"toy": "Toy examples", "diagvib": "DiagViB-6 datasets",
                "adversarial": "Adversarial robustness", "checks": "Claims and timings"}
 
 
+def load_function(spec: str) -> Callable:
+    """The function named "module:function", importing only its module."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def _nothing(config: dict) -> dict:
     return {}
 
@@ -68,8 +74,7 @@ class Entry:
         return files(self.paper, self.name)
 
     def load(self) -> Callable:
-        module, _, name = self.function.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return load_function(self.function)
 
     def provenance(self, config: dict) -> dict:
         """The caption and its metadata (scale first), as the figure and the report show it."""
