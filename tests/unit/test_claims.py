@@ -3,7 +3,7 @@ not evaluated rather than passed or failed."""
 import pandas as pd
 import pytest
 
-from pabench.papers import PAPERS
+from pabench.reporting.registry import claim_modules
 from pabench.reporting.claims import (NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, _discordant, evaluate, load,
                                       to_markdown)
 from pabench.core.io import read_table
@@ -25,7 +25,7 @@ def adversarial_table(pa, afr=None, beta=None, attacks=("pgd",), eps=("0.1", "0.
     return pd.DataFrame(rows)
 
 
-CLAIMS = load(PAPERS.values())
+CLAIMS = load(claim_modules())
 
 
 def verdicts(tables):

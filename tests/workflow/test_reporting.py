@@ -13,10 +13,11 @@ import pytest
 from conftest import TEST, run_snakemake, scale_config
 from pabench.dashboard import build_workspace, spec_from_dir
 from pabench.papers import PAPERS
+from pabench.reporting.registry import claim_modules
 from pabench.reporting.claims import NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
 
 pytestmark = pytest.mark.workflow
-CLAIMS = load(PAPERS.values())
+CLAIMS = load(claim_modules())
 FIGURE_RULES = {e.rule for e in PAPERS["pa"].enabled(scale_config()) if e.kind == "figure"}
 
 

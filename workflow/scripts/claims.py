@@ -1,18 +1,14 @@
 """Rule claims: evaluate the papers' checkable claims on the tidy result tables."""
 
-import importlib
-
-from pabench.reporting.claims import CLAIMS, evaluate, to_markdown
+from pabench.reporting.claims import evaluate, load, to_markdown
 from pabench.core.io import read_table, write_csv, write_text
 from pabench.reporting.tables import to_html
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
-    for module in smk.params.modules:  # the papers' claims register on import
-        importlib.import_module(module)
     tables = {name: read_table(path) for name, path in smk.input.items()}
-    results = evaluate(tables, CLAIMS)
+    results = evaluate(tables, load(smk.params.modules))
     write_csv(smk.output.csv, results)
     write_text(smk.output.md, to_markdown(results, smk.config["scale"]))
     write_text(smk.output.html, to_html(results, f"Claims check at the {smk.config['scale']} scale: "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from pabench.core.io import load_npz
-from pabench.core.paths import MIN_NORM  # noqa: F401 - re-exported for the attack modules
 
 # name -> (library, bounded by eps)
 ATTACKS = {

@@ -10,30 +10,31 @@ import pandas as pd
 from pabench.adversarial.records import ar_mask, ar_scores
 from pabench.core.paths import AttackRun
 from pabench.metrics import afr_true
-from pabench.metrics.views import PASettings, score_views
+from pabench.metrics.settings import PASettings
+from pabench.metrics.views import score_views
 
 
 def score_records(records: dict[AttackRun, dict], ratios, settings: PASettings) -> pd.DataFrame:
     """For every attack run (records: {AttackRun: attack record}) and AR: PA (adam, stacked over
     all the views, and exact), beta, AFR_T, AFR_P, clean accuracy and the largest perturbation
     kept."""
-    cases, a_stack, b_stack, labels = [], [], [], []
+    keys, extras, a_stack, b_stack, labels = [], [], [], [], []
     for run, record in records.items():
         a = record["clean_scores"].astype(np.float64)
+        clean_accuracy = afr_true(a, record["labels"])  # per record, the same at every AR
+        success_rate = float(record["success"].mean())
         for ratio in ratios:
             mask = ar_mask(record["linf"], float(ratio))
-            cases.append({"attack": run.attack, "eps": run.eps.tag,
-                          "eps_value": np.nan if run.eps.value is None else run.eps.value,
-                          "ar": float(ratio)})
+            keys.append({"attack": run.attack, "eps": run.eps.tag,
+                         "eps_value": np.nan if run.eps.value is None else run.eps.value,
+                         "ar": float(ratio)})
+            extras.append({"clean_accuracy": clean_accuracy,
+                           "max_linf": float(record["linf"][mask].max()) if mask.any() else 0.0,
+                           "attack_success_rate": success_rate, "n": len(a)})
             a_stack.append(a)
             b_stack.append(ar_scores(record, mask).astype(np.float64))
             labels.append(record["labels"])
-            cases[-1].update({"clean_accuracy": afr_true(a, record["labels"]),
-                              "max_linf": float(record["linf"][mask].max()) if mask.any() else 0.0,
-                              "attack_success_rate": float(record["success"].mean()), "n": len(a)})
     if len({len(a) for a in a_stack}) > 1:
         raise ValueError(f"attack records of different sizes: {sorted({len(a) for a in a_stack})}")
-    extra = ["clean_accuracy", "max_linf", "attack_success_rate", "n"]
-    frame = pd.DataFrame(cases)
     scores = score_views(np.stack(a_stack), np.stack(b_stack), np.stack(labels), settings)
-    return pd.concat([frame.drop(columns=extra), scores, frame[extra]], axis=1)
+    return pd.concat([pd.DataFrame(keys), scores, pd.DataFrame(extras)], axis=1)

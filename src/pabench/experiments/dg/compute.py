@@ -7,7 +7,8 @@ import pandas as pd
 
 from pabench.datasets.shift import shift_ratio_view
 from pabench.metrics import afr_true
-from pabench.metrics.views import PASettings, score_views
+from pabench.metrics.settings import PASettings
+from pabench.metrics.views import score_views
 from pabench.experiments.dg.plan import stage_epochs
 from pabench.training.loop import TrainSettings, class_indices, predict
 
