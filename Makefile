@@ -33,3 +33,4 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_training.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_attacks.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_job_overhead.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_avgcase.py

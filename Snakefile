@@ -38,6 +38,7 @@ include: "workflow/rules/toy.smk"
 include: "workflow/rules/diagvib.smk"
 include: "workflow/rules/dg.smk"
 include: "workflow/rules/adversarial.smk"
+include: "workflow/rules/avgcase.smk"
 include: "workflow/rules/papers.smk"
 include: "workflow/rules/checks.smk"
 

@@ -1,6 +1,7 @@
 """The `pabench` command.
 
     pabench pa A B [--solver exact|adam] [--inputs logits|log_probs|probs]   # prints JSON
+    pabench avgcase MODEL INPUTS --sigma 0.1 [0.2 ...] [--estimators mc,taylor,mmse] [--out p.csv]
     pabench check-config [config.yaml workflow/config/test.yaml ...]
     pabench wandb-runs [data/wandb]
     pabench wandb-dashboard [--dir data/wandb] [--entity E] [--project pabench] [--url URL] [--dry-run]
@@ -35,6 +36,53 @@ def cmd_pa(args) -> int:
     if a.ndim == 2:
         out["afr_pred"] = afr_pred(a, b)
     print(json.dumps(out, indent=2))
+    return 0
+
+
+def _load_model(path):
+    """A whole model: TorchScript, or a pickled nn.Module (trusted files only: it runs code)."""
+    import torch
+
+    try:
+        return torch.jit.load(path, map_location="cpu")
+    except (RuntimeError, ValueError):
+        model = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"{path}: holds a {type(model).__name__}, not a model (save the module "
+                         "itself, or TorchScript)")
+    return model
+
+
+def cmd_avgcase(args) -> int:
+    from pathlib import Path
+
+    import pandas as pd
+
+    from pabench.core.io import load_array, write_csv
+    from pabench.metrics.avgcase import checks
+    from pabench.metrics.avgcase.estimators import estimate
+
+    names = [checks.check_estimator(n.strip()) for n in args.estimators.split(",")]
+    sigmas = [checks.check_sigma(s) for s in args.sigma]
+    for what, n in (("--n-mc", args.n_mc), ("--n-mmse", args.n_mmse)):
+        checks.check_n(n, what)
+    if not Path(args.model).is_file():
+        raise FileNotFoundError(f"{args.model}: no such model file")
+    x = load_array(args.inputs, args.key).astype("float32")
+    model = _load_model(args.model).eval()
+    rows = []
+    for sigma in sigmas:
+        for name in names:
+            n = args.n_mc if name == "mc" else args.n_mmse if name.startswith("mmse") else None
+            extra = {"adaptive": args.adaptive} if name == "mc" else {}
+            p = estimate(name, model, x, sigma, n=n, temperature=args.temperature, **extra)
+            rows.append(pd.DataFrame({"point": range(len(p)), "sigma": sigma, "estimator": name,
+                                      "p": p}))
+    table = pd.concat(rows, ignore_index=True)
+    if args.out:
+        write_csv(args.out, table)
+    summary = table.groupby(["sigma", "estimator"]).p.mean().unstack()
+    print(summary.to_string(float_format=lambda v: f"{v:.4f}"))
     return 0
 
 
@@ -89,6 +137,22 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--seed", type=int, default=0, help="adam solver minibatch seed")
     pa.add_argument("--progress", action="store_true", help="progress bar for the adam solver")
     pa.set_defaults(func=cmd_pa)
+
+    ac = sub.add_parser("avgcase", help="average-case robustness p_robust of a model's points "
+                        "under Gaussian noise (mean per sigma and estimator; --out: per point)")
+    ac.add_argument("model", help="TorchScript file, or a pickled nn.Module (torch.save(model))")
+    ac.add_argument("inputs", help="points in the model's input space (.npy, .npz, .pt), (N, ...)")
+    ac.add_argument("--sigma", type=float, nargs="+", required=True, help="noise std (> 0)")
+    ac.add_argument("--estimators", default="mc,taylor,mmse",
+                    help="comma-separated: mc, taylor, taylor_mvs, mmse, mmse_mvs, softmax, linear")
+    ac.add_argument("--n-mc", type=int, default=10_000, help="MC noisy copies (default 10,000)")
+    ac.add_argument("--adaptive", action="store_true",
+                    help="MC: stop a point once as exact as n fixed copies at worst")
+    ac.add_argument("--n-mmse", type=int, default=5, help="MMSE noisy copies (default 5)")
+    ac.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
+    ac.add_argument("--key", help="array name inside .npz / .pt files")
+    ac.add_argument("--out", help="write every point's estimate to this CSV")
+    ac.set_defaults(func=cmd_avgcase)
 
     cc = sub.add_parser("check-config", help="validate configuration files (merged in order)")
     cc.add_argument("files", nargs="*")

@@ -3,7 +3,7 @@ not evaluated rather than passed or failed."""
 import pandas as pd
 import pytest
 
-from pabench.reporting.registry import claim_modules
+from pabench.reporting.registry import claim_modules, papers
 from pabench.reporting.claims import (NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, _discordant, evaluate, load,
                                       to_markdown)
 from pabench.core.io import read_table
@@ -34,7 +34,9 @@ def verdicts(tables):
 
 def test_claims_are_well_formed():
     ids = [c.id for c in CLAIMS]
-    assert len(ids) == len(set(ids)) and 15 <= len(ids) <= 30
+    assert len(ids) == len(set(ids)) and len(ids) >= 15
+    for paper in papers().values():  # every paper's results back some of its claims
+        assert any(e.claims for e in paper.entries), paper.key
     for c in CLAIMS:
         assert c.source and c.statement.endswith(".") and c.tables
 

@@ -11,14 +11,18 @@ from pabench.papers import PAPERS
 from pabench.tracking import offline_runs
 
 PA = PAPERS["pa"].enabled(scale_config())
-FIGURES = [path for entry in PA for path in entry.outputs().values()]
+AVG = PAPERS["avgcase"].enabled(scale_config())
+FIGURES = [path for entry in PA + AVG for path in entry.outputs().values()]
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           "diagvib_split": "diagvib", "diagvib_ass": "diagvib", "shift_ratio_views": "diagvib",
           "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
           "train_ms": "model_selection", "ms_eval": "model_selection", "ms_table": "model_selection",
           "adv_data": "adversarial", "adv_train": "adversarial", "adv_attack": "adversarial",
           "adv_score": "adversarial", "adv_table": "adversarial", "claims": "checks", "timings": "checks",
-          **{entry.rule: entry.experiment for entry in PA}}
+          **{rule: "avgcase" for rule in ("avg_data", "avg_train", "avg_estimates", "avg_noise_pa",
+                                          "avg_convergence", "avg_case_study", "avg_runtime",
+                                          "avg_table")},
+          **{entry.rule: entry.experiment for entry in PA + AVG}}
 
 pytestmark = pytest.mark.workflow
 
@@ -127,6 +131,28 @@ def test_adversarial_results(ran):
     models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
     accuracy = table.groupby("model").clean_accuracy.first()
     assert dict(zip(models.model, models["clean accuracy"])) == pytest.approx(accuracy.round(4).to_dict())
+
+
+def test_avgcase_results(ran):
+    root, _ = ran
+    assert [e.name for e in AVG] == ["fig2a", "fig2b", "fig3", "fig4", "fig10", "convergence",
+                                     "noise_pa", "table1", "case_study", "models",
+                                     "noise_pa_correlation", "errors"]
+    cfg = scale_config()["avgcase"]
+    models = pd.read_csv(root / "figures/avgcase/models.csv")
+    assert len(models) == 4 and (models.test_accuracy > 0.3).all(), models  # they learned
+    linear = pd.read_csv(root / "data/avgcase/estimates/mnist/linear-lam0.csv")
+    assert set(linear.estimator) == {"mc", "taylor", "taylor_mvs", "mmse", "mmse_mvs", "softmax",
+                                     "linear"}
+    assert linear.p.between(0, 1).all() and len(linear) == 7 * len(cfg["sigmas"]) * cfg["n_points"]
+    wide = linear.pivot_table(index=["sigma", "point"], columns="estimator", values="p")
+    np.testing.assert_allclose(wide.taylor, wide.linear, atol=1e-6)  # Lemma 1: exact if linear
+    mc = linear[linear.estimator == "mc"]
+    assert (mc.n >= 1).all() and (mc.n <= cfg["mc"]["n"]).all()
+    noise = pd.read_csv(root / "data/results/avgcase/noise_pa.csv")
+    assert len(noise) == 4 * len(cfg["sigmas"]) and np.isfinite(noise.logpa).all()
+    runtime = pd.read_csv(root / "figures/avgcase/table1.csv")
+    assert set(runtime.estimator) >= {"mc", "taylor", "mmse"}
 
 
 def test_imagenet_figures_from_a_folder(ran, tmp_path):

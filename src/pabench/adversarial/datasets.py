@@ -7,6 +7,7 @@ int64 (N,).
   stand-in for CIFAR-10 at small scales ("train" = train + val pools, "test" = test pool).
 - "cifar10": the python version of CIFAR-10 (the archive torchvision downloads), MD5-checked and
   read with a restricted unpickler, so that a tampered batch file cannot run code.
+- "cifar100": CIFAR-100 the same way, with its 100 fine labels.
 - "imagenet": a random, seeded subset of an ImageNet validation folder in ImageFolder layout,
   preprocessed as RobustBench's "Res256Crop224" (shorter side to 256, center crop 224).
 
@@ -30,13 +31,18 @@ from pabench.core.io import atomic_path, load_npz
 
 log = logging.getLogger("pabench.adversarial")
 
-DATASETS = ("mnist32", "cifar10", "imagenet")
+DATASETS = ("mnist32", "cifar10", "imagenet")  # the adversarial experiment's (its schema's) choices
+LOADABLE = DATASETS + ("cifar100",)  # what `load` reads (CIFAR-100: average-case experiment)
 SPLITS = ("train", "test")
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"
 CIFAR10_FOLDER = "cifar-10-batches-py"
 CIFAR10_FILES = {"train": [f"data_batch_{i}" for i in range(1, 6)], "test": ["test_batch"]}
+CIFAR100_URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+CIFAR100_MD5 = "eb9058c3a382ffc7106e4002c42a8d85"
+CIFAR100_FOLDER = "cifar-100-python"
+CIFAR100_FILES = {"train": ["train"], "test": ["test"]}
 
 IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png")
 
@@ -64,7 +70,7 @@ def mnist32(split: str):
 
 
 # ---------------------------------------------------------------------------------------------
-# CIFAR-10
+# CIFAR-10 and CIFAR-100
 
 def _numpy_global(new: str, old: str, name: str):
     """A numpy internal under its numpy>=2 module name, or its numpy<2 name."""
@@ -123,7 +129,7 @@ def _get(batch: dict, key: str):
     raise KeyError(f"no {key!r} entry")
 
 
-def _read_batch(path: Path):
+def _read_batch(path: Path, label_key: str = "labels", n_classes: int = 10):
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
@@ -132,33 +138,44 @@ def _read_batch(path: Path):
         if not isinstance(batch, dict):
             raise ValueError(f"expected a dict, found {type(batch).__name__}")
         data = _get(batch, "data")
-        labels = np.asarray(_get(batch, "labels"))
+        labels = np.asarray(_get(batch, label_key))
         if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
                 or data.shape[1] != 3072:
             raise ValueError(f"data must be uint8 (n, 3072), found "
                              f"{getattr(data, 'dtype', type(data).__name__)} {np.shape(data)}")
         if labels.shape != (len(data),) or not np.issubdtype(labels.dtype, np.integer) \
-                or (labels.size and (labels.min() < 0 or labels.max() > 9)):
-            raise ValueError(f"labels must be {len(data)} integers in 0..9, found "
+                or (labels.size and (labels.min() < 0 or labels.max() >= n_classes)):
+            raise ValueError(f"labels must be {len(data)} integers in 0..{n_classes - 1}, found "
                              f"{labels.dtype} {labels.shape}")
     except Exception as err:  # noqa: BLE001 - untrusted input: any failure means a bad file
-        raise ValueError(f"{path}: not a valid CIFAR-10 batch ({type(err).__name__}: {err})") from None
+        raise ValueError(f"{path}: not a valid CIFAR-{n_classes} batch ({type(err).__name__}: "
+                         f"{err})") from None
     # Each row is channel-major: 1024 red, 1024 green, 1024 blue values, each row-major 32x32.
     return np.ascontiguousarray(data.reshape(-1, 3, 32, 32)), labels.astype(np.int64)
 
 
-def read_cifar10(folder, split: str):
-    """The batches of one split from an extracted `cifar-10-batches-py` folder."""
-    _check_split(split)
+def _read_split(folder, names, label_key: str = "labels", n_classes: int = 10):
     folder = Path(folder)
-    parts = [_read_batch(folder / name) for name in CIFAR10_FILES[split]]
+    parts = [_read_batch(folder / name, label_key, n_classes) for name in names]
     images = np.ascontiguousarray(np.concatenate([p[0] for p in parts]))
     labels = np.concatenate([p[1] for p in parts])
     return images, labels
 
 
-def _has_all_batches(folder: Path) -> bool:
-    return all((folder / name).is_file() for names in CIFAR10_FILES.values() for name in names)
+def read_cifar10(folder, split: str):
+    """The batches of one split from an extracted `cifar-10-batches-py` folder."""
+    _check_split(split)
+    return _read_split(folder, CIFAR10_FILES[split])
+
+
+def read_cifar100(folder, split: str):
+    """One split, with its fine labels (0..99), from an extracted `cifar-100-python` folder."""
+    _check_split(split)
+    return _read_split(folder, CIFAR100_FILES[split], "fine_labels", 100)
+
+
+def _has_all_batches(folder: Path, files=CIFAR10_FILES) -> bool:
+    return all((folder / name).is_file() for names in files.values() for name in names)
 
 
 def _verify_md5(archive: Path, expected: str) -> None:
@@ -168,15 +185,15 @@ def _verify_md5(archive: Path, expected: str) -> None:
                          "delete it and download again")
 
 
-def download_cifar10(root, url: str = CIFAR10_URL, md5: str = CIFAR10_MD5) -> Path:
-    """Download and extract CIFAR-10 under `root` unless already there; returns the folder with
-    the batch files.  The archive is MD5-checked before it is extracted.  `file://` URLs are
+def _download_cifar(root, url: str, md5: str, folder_name: str, files) -> Path:
+    """Download and extract a CIFAR archive under `root` unless already there; returns the folder
+    with the batch files.  The archive is MD5-checked before it is extracted.  `file://` URLs are
     copied here (torchvision's downloader cannot read them)."""
     from torchvision.datasets.utils import download_and_extract_archive, extract_archive
 
     root = Path(root)
-    folder = root / CIFAR10_FOLDER
-    if _has_all_batches(folder):
+    folder = root / folder_name
+    if _has_all_batches(folder, files):
         return folder
     parsed = urllib.parse.urlparse(url)
     archive = root / Path(urllib.request.url2pathname(parsed.path)).name
@@ -197,10 +214,20 @@ def download_cifar10(root, url: str = CIFAR10_URL, md5: str = CIFAR10_MD5) -> Pa
                 _verify_md5(archive, md5)
             raise
         _verify_md5(archive, md5)  # again: the file on disk is what will be trusted later
-    if not _has_all_batches(folder):
+    if not _has_all_batches(folder, files):
         raise ValueError(f"{archive}: extracted, but {folder} lacks some of the batch files "
-                         f"{sum(CIFAR10_FILES.values(), [])}")
+                         f"{[n for names in files.values() for n in names]}")
     return folder
+
+
+def download_cifar10(root, url: str = CIFAR10_URL, md5: str = CIFAR10_MD5) -> Path:
+    """CIFAR-10 under `root` (see `_download_cifar`); returns its batch folder."""
+    return _download_cifar(root, url, md5, CIFAR10_FOLDER, CIFAR10_FILES)
+
+
+def download_cifar100(root, url: str = CIFAR100_URL, md5: str = CIFAR100_MD5) -> Path:
+    """CIFAR-100 under `root` (see `_download_cifar`); returns its folder."""
+    return _download_cifar(root, url, md5, CIFAR100_FOLDER, CIFAR100_FILES)
 
 
 def cifar10(root, split: str, download: bool = True):
@@ -208,6 +235,13 @@ def cifar10(root, split: str, download: bool = True):
     _check_split(split)
     folder = download_cifar10(root) if download else Path(root) / CIFAR10_FOLDER
     return read_cifar10(folder, split)
+
+
+def cifar100(root, split: str, download: bool = True):
+    """CIFAR-100 images of one split with fine labels, downloading into `root` first if allowed."""
+    _check_split(split)
+    folder = download_cifar100(root) if download else Path(root) / CIFAR100_FOLDER
+    return read_cifar100(folder, split)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,12 +318,14 @@ def imagenet(folder, n: int, seed: int, image_size: int = 224, resize: int = 256
 # Dispatch and saved splits
 
 def load(name: str, split: str, cfg=None):
-    """The images of dataset `name` ("mnist32", "cifar10", "imagenet") for `split`."""
+    """The images of dataset `name` ("mnist32", "cifar10", "cifar100", "imagenet") for `split`."""
     cfg = cfg or {}
     if name == "mnist32":
         return mnist32(split)
     if name == "cifar10":
         return cifar10(cfg.get("root", "data/cifar10"), split, download=cfg.get("download", True))
+    if name == "cifar100":
+        return cifar100(cfg.get("root", "data/cifar100"), split, download=cfg.get("download", True))
     if name == "imagenet":
         if split != "test":
             raise ValueError(f"imagenet has only the 'test' split (validation images), not {split!r}")
@@ -298,7 +334,7 @@ def load(name: str, split: str, cfg=None):
             raise ValueError(f"imagenet needs the config entries {missing}")
         return imagenet(cfg["folder"], cfg["n"], cfg.get("seed", 0), cfg.get("image_size", 224),
                         cfg.get("resize", 256))
-    raise ValueError(f"unknown dataset {name!r} (use one of {DATASETS})")
+    raise ValueError(f"unknown dataset {name!r} (use one of {LOADABLE})")
 
 
 def _check_arrays(images, labels, where: str) -> None:

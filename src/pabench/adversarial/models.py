@@ -24,10 +24,10 @@ class LeNetCNN(nn.Module):
     """A 3-layer CNN (two conv layers and a hidden linear layer, LeCun-style), the backbone of
     the paper's JPEG + RS model and our small-scale zoo."""
 
-    def __init__(self, num_classes: int = 10, image_size: int = 32):
+    def __init__(self, num_classes: int = 10, image_size: int = 32, in_channels: int = 3):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
         self.head = nn.Sequential(nn.Linear(64 * (image_size // 4) ** 2, 256), nn.ReLU(),
                                   nn.Linear(256, num_classes))

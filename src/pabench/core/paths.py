@@ -226,3 +226,56 @@ def adv_scores(dataset="{dataset}", model="{adv_model}", attack="{attack}") -> s
 def adv_table(dataset="{dataset}") -> str:
     """The tidy table of an adversarial dataset's experiment (every model, attack, eps, AR)."""
     return f"data/results/adversarial/{dataset}.csv"
+
+
+# ------------------------------------------------------------------ average-case robustness
+# A model is named "<arch>-lam<lambda>" (e.g. "cnn-lam0", "resnet18-lam0.01"): its architecture
+# and gradient-norm weight; every file of a model is keyed by (dataset, model).
+_AVG = "data/avgcase/{kind}/{dataset}/{model}{ext}"
+
+
+@dataclass(frozen=True)
+class AvgModel:
+    dataset: str
+    arch: str
+    lam: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.arch}-lam{self.lam:g}"
+
+
+def avg_model_name(arch: str, lam) -> str:
+    return AvgModel("", arch, float(lam)).name
+
+
+def parse_avg_model(dataset: str, name: str) -> AvgModel:
+    arch, sep, lam = str(name).rpartition("-lam")
+    if not sep or not arch:
+        raise ValueError(f"{name!r} is not a model name of the form <arch>-lam<lambda>")
+    return AvgModel(dataset, arch, float(lam))
+
+
+def avg_data(dataset="{dataset}") -> str:
+    """The train/test images and labels of one dataset at this scale (rule avg_data)."""
+    return f"data/avgcase/data/{dataset}.npz"
+
+
+def avg_file(kind: str, dataset="{dataset}", model="{avg_model}") -> str:
+    """One model's file of the given kind: "models" (.pt weights), "history" (training, .csv),
+    "estimates", "noise_pa", "convergence", "case_study", "runtime" (.csv)."""
+    ext = ".pt" if kind == "models" else ".csv"
+    return _AVG.format(kind=kind, dataset=dataset, model=model, ext=ext)
+
+
+def parse_avg_file(path) -> tuple[str, AvgModel]:
+    """(kind, model) of a file built by avg_file."""
+    stem = str(path).rsplit(".", 1)[0]  # the extension, not a dot inside lambda
+    fields = _parse("data/avgcase/{kind}/{dataset}/{model}", stem)
+    return fields["kind"], parse_avg_model(fields["dataset"], fields["model"])
+
+
+def avg_table(kind: str) -> str:
+    """A tidy table of every model's per-model files of one kind (rule avg_table), e.g.
+    "history", "noise_pa", "convergence", "case_study", "runtime"."""
+    return f"data/results/avgcase/{kind}.csv"

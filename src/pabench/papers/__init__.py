@@ -1,4 +1,5 @@
 """The papers the workflow reproduces: one registry each (pabench.reporting.registry)."""
+from pabench.papers.avgcase import PAPER as AVGCASE
 from pabench.papers.pa import PAPER as PA
 
-PAPERS = {p.key: p for p in (PA,)}
+PAPERS = {p.key: p for p in (PA, AVGCASE)}

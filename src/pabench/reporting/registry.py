@@ -27,7 +27,8 @@ CHECKS = "Reproduction checks"
 # Report subcategories: one per experiment.
 EXPERIMENTS = {"toy": "Toy examples", "diagvib": "DiagViB-6 datasets",
                "dg": "Domain generalisation", "model_selection": "Model selection",
-               "adversarial": "Adversarial robustness", "checks": "Claims and timings"}
+               "adversarial": "Adversarial robustness", "avgcase": "Average-case robustness",
+               "checks": "Claims and timings"}
 
 
 def load_function(spec: str) -> Callable:

@@ -1,0 +1,325 @@
+"""Average-case robustness estimators: timings and ratios measured in this one process.
+
+    python benchmarks/bench_avgcase.py [--points 8] [--mc-points 2] [--mc-n 2000] [--threads 2]
+
+Model: PreAct ResNet-18 at full width, `build("resnet18", (3, 32, 32), 10)`, random init with
+its BatchNorm statistics recalibrated on 64 other images (the raw random init predicts one class
+with p_robust = 1 at every point, which would make every CDF trivial), in eval mode.  Points:
+mnist32 test images / 255 (the same ones for every estimator); sigma = 0.1.
+
+Our library runs first, so that the peak RSS after it is its own; then the straightforward
+baselines run on the same points.  Every path is warmed up once on 1-2 points before timing.
+
+1. Table 1: seconds per point of MC n = 10,000 (scaled linearly from the fixed-n MC of 4),
+   Taylor and MMSE n = 5.
+2. Taylor vs the full-batch torch.autograd.functional.jacobian (B x C x B x d) and a per-point
+   scipy multivariate_normal.cdf loop (target: ours >= 3x faster per point).
+3. MMSE n = 5 vs a point-by-point loop: a jacobian per noisy copy, then the scipy CDF (>= 5x).
+4. MC vs plain batched sampling with autograd left on, same batch size and n: ours with fixed n
+   and adaptive at equal accuracy (>= 2x, either).
+5. mvn_cdf vs the per-point scipy loop on the same z/cov: from the Taylor linearisation and
+   random UU^T + 1e-5 I (>= 20x faster, error <= 1e-4 against a high-precision scipy reference).
+6. Peak RSS of the process (target < 2 GiB).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import time
+from functools import partial
+
+import numpy as np
+import torch
+from scipy.stats import multivariate_normal
+
+from pabench.adversarial.datasets import mnist32
+from pabench.experiments.avgcase.training import as_input, build
+from pabench.metrics.avgcase import estimators as est
+from pabench.metrics.avgcase.mvn import mvn_cdf
+
+SIGMA = 0.1
+MMSE_N = 5
+TABLE1_MC_N = 10_000
+JITTER = 1e-5
+SCIPY = {"maxpts": 10_000, "abseps": 1e-4, "releps": 1e-4}       # the straightforward call
+REFERENCE = {"maxpts": 1_000_000, "abseps": 1e-6, "releps": 1e-6}  # high-precision reference
+MEMORY_LIMIT_MIB = 2048
+
+
+def timed(fn):
+    """(wall seconds by perf_counter, process CPU seconds of all threads, the result).  On busy
+    cores the wall time swells with the other load; the CPU time much less, so that it checks
+    the wall-time ratios."""
+    cpu, start = time.process_time(), time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, time.process_time() - cpu, out
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
+
+
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "BELOW TARGET"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def recalibrated_resnet(images_u8) -> torch.nn.Module:
+    """Full-width PreAct ResNet-18, random init, BatchNorm running statistics set to the batch
+    statistics of `images_u8` (one forward pass in train mode), returned in eval mode."""
+    torch.manual_seed(0)
+    model = build("resnet18", (3, 32, 32), 10)
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.reset_running_stats()
+            module.momentum = None  # cumulative average: one batch sets the statistics
+    model.train()
+    with torch.no_grad():
+        model(as_input(images_u8, "cpu"))
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# Straightforward baselines
+
+def scipy_loop(z, cov, options) -> np.ndarray:
+    return np.array([multivariate_normal.cdf(z[i], cov=cov[i], **options) for i in range(len(z))])
+
+
+def point_linearisation(logits, jac, target, sigma):
+    """z (C-1,) and UU^T + 1e-5 I of one point from its logits (C,) and Jacobian (C, d)."""
+    logits, jac = logits.double().numpy(), jac.double().numpy()
+    keep = np.arange(len(logits)) != target
+    g = (logits[target] - logits)[keep]
+    grad = (jac[target] - jac)[keep]
+    norm = np.linalg.norm(grad, axis=1)
+    unit = grad / norm[:, None]
+    return g / (sigma * norm), unit @ unit.T + JITTER * np.eye(len(g))
+
+
+def straightforward_taylor(model, x, sigma):
+    """Full-batch jacobian (B x C x B x d, the cross-sample blocks are zero), then a scipy CDF
+    per point.  Returns p and the seconds spent before the CDF loop."""
+    start = time.perf_counter()
+    logits = model(x).detach()
+    jac = torch.autograd.functional.jacobian(model, x)
+    b, c = logits.shape
+    grad_seconds = time.perf_counter() - start
+    p = np.empty(b)
+    for i in range(b):
+        t = int(logits[i].argmax())
+        z, cov = point_linearisation(logits[i], jac[i, :, i].reshape(c, -1), t, sigma)
+        p[i] = multivariate_normal.cdf(z, cov=cov, **SCIPY)
+    return p, grad_seconds
+
+
+def straightforward_mmse(model, x, sigma, n, seed=0):
+    """Point by point: n noisy copies, each copy's logits and jacobian (torch.autograd.functional
+    of the single-copy model), averaged, then a scipy CDF.  The noise is the library's (same seed,
+    drawn in one tensor as the library does for a batch of points), so p agree to CDF accuracy.
+    Returns p and the seconds spent outside the CDF calls."""
+    start = time.perf_counter()
+    targets = model(x).argmax(1)
+    noise = torch.randn((len(x) * n, *x.shape[1:]), generator=torch.Generator().manual_seed(seed))
+    cdf_seconds = 0.0
+    p = np.empty(len(x))
+    for i in range(len(x)):
+        logits, jacs = [], []
+        for k in range(n):
+            copy = x[i:i + 1] + sigma * noise[i * n + k:i * n + k + 1]
+            out = model(copy).detach()[0]
+            logits.append(out)
+            jacs.append(torch.autograd.functional.jacobian(model, copy)[0, :, 0].reshape(len(out), -1))
+        z, cov = point_linearisation(torch.stack(logits).mean(0), torch.stack(jacs).mean(0),
+                                     int(targets[i]), sigma)
+        cdf_start = time.perf_counter()
+        p[i] = multivariate_normal.cdf(z, cov=cov, **SCIPY)
+        cdf_seconds += time.perf_counter() - cdf_start
+    return p, time.perf_counter() - start - cdf_seconds
+
+
+def plain_mc(model, x, sigma, n, batch_size, seed=0):
+    """Fraction of n noisy copies classified as the clean prediction, in batches of batch_size
+    copies, with autograd left on (no inference_mode / no_grad)."""
+    gen = torch.Generator().manual_seed(seed)
+    targets = model(x).argmax(1)
+    p = np.empty(len(x))
+    for i in range(len(x)):
+        hits = 0
+        for lo in range(0, n, batch_size):
+            noise = torch.randn((min(batch_size, n - lo), *x.shape[1:]), generator=gen)
+            hits += int((model(x[i:i + 1] + sigma * noise).argmax(1) == targets[i]).sum())
+        p[i] = hits / n
+    return p
+
+
+def random_gaussians(count, k, rank, seed=0):
+    """Random unit rows U (k x rank) per point, cov = UU^T + 1e-5 I, and z spread so that the
+    probabilities cover about (0.005, 0.9)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((count, k, rank))
+    u /= np.linalg.norm(u, axis=-1, keepdims=True)
+    cov = u @ u.transpose(0, 2, 1) + JITTER * np.eye(k)
+    return rng.uniform(-0.5, 3.5, (count, k)), cov
+
+
+# ---------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=8, help="points of Taylor/MMSE and baselines")
+    ap.add_argument("--mc-points", type=int, default=2, help="points of the MC comparison")
+    ap.add_argument("--mc-n", type=int, default=2_000, help="noisy copies per point (MC)")
+    ap.add_argument("--mc-batch", type=int, default=256, help="copies per forward pass (MC)")
+    ap.add_argument("--cdf-points", type=int, default=50, help="Taylor z/cov for mvn_cdf vs scipy")
+    ap.add_argument("--random-points", type=int, default=100, help="random z/cov for mvn_cdf")
+    ap.add_argument("--ref-points", type=int, default=10, help="reference points per CDF set")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    say(f"machine: {cpu_name()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} "
+        f"at start; torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+    images, _ = mnist32("test")
+    model = recalibrated_resnet(images[500:564])
+    n_all = max(args.points, args.mc_points, args.cdf_points)
+    x_all = as_input(images[:n_all], "cpu")
+    x, x_mc, x_cdf = x_all[:args.points], x_all[:args.mc_points], x_all[:args.cdf_points]
+    say(f"model: PreAct ResNet-18, full width, random init + BatchNorm statistics of 64 other "
+        f"images, eval mode; points: mnist32 test images [0, {n_all}) / 255, sigma {SIGMA}; "
+        f"predictions of the first {args.points}: {est.predict(model, x)[1].tolist()}")
+    times = {}   # name -> (wall seconds, CPU seconds, points)
+
+    def run(name, fn, points):
+        wall, cpu, out = timed(fn)
+        times[name] = (wall, cpu, points)
+        return out
+
+    def per_point(name, unit=1.0):
+        wall, _, points = times[name]
+        return wall / points * unit
+
+    # -- our library (first, so that the peak RSS after it is its own) --------------------------
+    say(f"\nour library: {args.points} points, MC on the first {args.mc_points}, "
+        f"seconds per point (wall)")
+    est.p_taylor(model, x[:2], SIGMA)                                             # warm-up
+    p_taylor = run("taylor", lambda: est.p_taylor(model, x, SIGMA), args.points)
+    say(f"  p_taylor              {per_point('taylor'):8.3f}  p = {np.round(p_taylor, 3)}")
+    est.p_mmse(model, x[:1], SIGMA, MMSE_N)                                       # warm-up
+    p_mmse = run("mmse", lambda: est.p_mmse(model, x, SIGMA, MMSE_N), args.points)
+    say(f"  p_mmse n={MMSE_N}            {per_point('mmse'):8.3f}  p = {np.round(p_mmse, 3)}")
+    mc_kw = {"batch_size": args.mc_batch}
+    est.p_mc(model, x_mc[:1], SIGMA, 32, **mc_kw)                                 # warm-ups
+    est.p_mc(model, x_mc[:1], SIGMA, 32, adaptive=True, **mc_kw)
+    mc_fixed = run("mc", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, **mc_kw), args.mc_points)
+    say(f"  p_mc n={args.mc_n:<6,} fixed   {per_point('mc'):8.3f}  p = {np.round(mc_fixed.p, 4)}")
+    mc_adapt = run("mc_adaptive", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, adaptive=True,
+                                                   **mc_kw), args.mc_points)
+    say(f"  p_mc adaptive         {per_point('mc_adaptive'):8.3f}  p = {np.round(mc_adapt.p, 4)}, "
+        f"copies {mc_adapt.n.tolist()}")
+
+    lin = est.linearised(model, x_cdf)   # the z/cov of section 5 (untimed)
+    sets = {"taylor": (f"Taylor z/cov, {args.cdf_points} points", lin.z(SIGMA), lin.cov),
+            "random": (f"random UU^T+1e-5I, {args.random_points} pts",
+                       *random_gaussians(args.random_points, 9, 12))}
+    probs = {}
+    for key, (label, z, cov) in sets.items():
+        mvn_cdf(z[:2], cov[:2])                                                   # warm-up
+        probs[key] = run(f"cdf_{key}", partial(mvn_cdf, z, cov), len(z))
+        probs[key + "_loose"] = run(f"cdf_{key}_loose", partial(mvn_cdf, z, cov, abseps=1e-4),
+                                    len(z))
+        say(f"  mvn_cdf, {label}: {per_point(f'cdf_{key}', 1e3):.2f} ms/point (abseps=1e-4: "
+            f"{per_point(f'cdf_{key}_loose', 1e3):.2f}); p in [{probs[key].min():.4f}, "
+            f"{probs[key].max():.4f}], median {np.median(probs[key]):.4f}")
+    peak_library = peak_mib()
+    say(f"  peak RSS so far: {peak_library:,.0f} MiB")
+
+    # -- straightforward baselines ---------------------------------------------------------------
+    say("\nstraightforward baselines on the same points, seconds per point (wall)")
+    straightforward_taylor(model, x[:2], SIGMA)                                   # warm-up
+    p_sf_taylor, grad_s = run("sf_taylor", lambda: straightforward_taylor(model, x, SIGMA),
+                              args.points)
+    say(f"  Taylor, full-batch jacobian + scipy loop  {per_point('sf_taylor'):8.3f}  (jacobian "
+        f"{grad_s / args.points:.3f}, scipy CDF {per_point('sf_taylor') - grad_s / args.points:.3f})")
+    straightforward_mmse(model, x[:1], SIGMA, 1)                                  # warm-up
+    p_sf_mmse, grad_s = run("sf_mmse", lambda: straightforward_mmse(model, x, SIGMA, MMSE_N),
+                            args.points)
+    say(f"  MMSE n={MMSE_N}, per-copy jacobians + scipy  {per_point('sf_mmse'):8.3f}  (jacobians "
+        f"{grad_s / args.points:.3f}, scipy CDF {per_point('sf_mmse') - grad_s / args.points:.3f})")
+    plain_mc(model, x_mc[:1], SIGMA, 32, args.mc_batch)                           # warm-up
+    p_plain = run("sf_mc", lambda: plain_mc(model, x_mc, SIGMA, args.mc_n, args.mc_batch),
+                  args.mc_points)
+    say(f"  MC n={args.mc_n:,}, autograd on             {per_point('sf_mc'):8.3f}  "
+        f"p = {np.round(p_plain, 4)}")
+    for key, (label, z, cov) in sets.items():
+        scipy_loop(z[:1], cov[:1], SCIPY)                                         # warm-up
+        probs[key + "_scipy"] = run(f"sf_cdf_{key}", partial(scipy_loop, z, cov, SCIPY), len(z))
+        probs[key + "_ref"] = scipy_loop(z[:args.ref_points], cov[:args.ref_points], REFERENCE)
+        say(f"  scipy loop, {label}: {per_point(f'sf_cdf_{key}', 1e3):.2f} ms/point")
+    peak_all = peak_mib()
+
+    # -- summary ---------------------------------------------------------------------------------
+    mc_table = per_point("mc") * TABLE1_MC_N / args.mc_n
+    say(f"\n1. Table 1, our library, seconds per point ({args.points} points; MC n=10,000 scaled "
+        f"linearly from fixed n={args.mc_n:,} on {args.mc_points} point(s), batch {args.mc_batch})")
+    say(f"   {'MC n=10,000':12s} {mc_table:9.3f}")
+    say(f"   {'Taylor':12s} {per_point('taylor'):9.3f}   MC / Taylor = {mc_table / per_point('taylor'):,.0f}x")
+    say(f"   {'MMSE n=5':12s} {per_point('mmse'):9.3f}   MC / MMSE   = {mc_table / per_point('mmse'):,.0f}x")
+
+    def compare(num, label, ours, base, target, ok=True, unit=1.0):
+        ratio = times[base][0] / times[ours][0]
+        cpu_ratio = times[base][1] / times[ours][1]
+        digits = ".2f" if unit > 1 else ".3f"
+        verdict_text = verdict(ratio >= target and ok) if target else "(either row)"
+        say(f"{num:3s}{label:42s} {per_point(ours, unit):9{digits}} {per_point(base, unit):11{digits}} "
+            f"{ratio:6.1f}x {cpu_ratio:6.1f}x  >= {target or 2}x  {verdict_text}")
+        return ratio
+
+    say(f"\n   {'s per point (ms for the CDF rows)':42s} {'ours':>9s} {'straightfwd':>11s} "
+        f"{'ratio':>7s} {'(CPU)':>7s}  target")
+    compare("2.", f"Taylor ({args.points} points)", "taylor", "sf_taylor", 3)
+    say(f"   max |p_ours - p_straightforward| = {np.abs(p_taylor - p_sf_taylor).max():.1e}")
+    compare("3.", f"MMSE n=5 ({args.points} points)", "mmse", "sf_mmse", 5)
+    say(f"   max |p_ours - p_straightforward| = {np.abs(p_mmse - p_sf_mmse).max():.1e} "
+        f"(the same noise)")
+    label = f"MC n={args.mc_n:,} ({args.mc_points} pts, batch {args.mc_batch})"
+    fixed = compare("4.", label + " fixed", "mc", "sf_mc", 0)
+    adaptive = times["sf_mc"][0] / times["mc_adaptive"][0]
+    compare("", label + " adaptive", "mc_adaptive", "sf_mc", 2, ok=max(fixed, adaptive) >= 2)
+    tol = est.equal_accuracy_tol(args.mc_n)
+    gap = np.abs(mc_adapt.p - mc_fixed.p).max()
+    say(f"   target: either row >= 2x.  Adaptive: mean copies {mc_adapt.n.mean():,.0f} of "
+        f"{args.mc_n:,}; max |p_adaptive - p_fixed| = {gap:.4f} (99% stop half-width {tol:.4f}, "
+        f"{'within' if gap <= 2 * tol else 'OUTSIDE'} twice that); max |p_fixed - p_autograd| = "
+        f"{np.abs(mc_fixed.p - p_plain).max():.4f} (other noise)")
+    for i, (key, (label, z, cov)) in enumerate(sets.items()):
+        ref = probs[key + "_ref"]
+        err = {k: np.abs(probs[key + k][:len(ref)] - ref).max() for k in ("", "_loose", "_scipy")}
+        compare("5." if i == 0 else "", f"mvn_cdf, {label}", f"cdf_{key}", f"sf_cdf_{key}", 20,
+                ok=err[""] <= 1e-4, unit=1e3)
+        compare("", "  the same, mvn_cdf(abseps=1e-4)", f"cdf_{key}_loose", f"sf_cdf_{key}", 20,
+                ok=err["_loose"] <= 1e-4, unit=1e3)
+        say(f"   max |ours - scipy| = {np.abs(probs[key] - probs[key + '_scipy']).max():.1e}; "
+            f"error against scipy(maxpts=1e6, abseps=1e-6) on {len(ref)} points: ours "
+            f"{err['']:.1e}, ours at abseps=1e-4 {err['_loose']:.1e}, scipy {err['_scipy']:.1e}")
+    say(f"6. peak RSS {peak_all:,.0f} MiB ({peak_library:,.0f} MiB before the baselines); target "
+        f"< {MEMORY_LIMIT_MIB:,} MiB  {verdict(peak_all < MEMORY_LIMIT_MIB)}")
+    say(f"load average {os.getloadavg()[0]:.2f} at the end; ratio = straightforward / ours wall "
+        f"time, (CPU) = the same in process CPU time, a check when other work shares the cores")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Config checks of the average-case robustness experiment: every model a figure names is
+trained, its dataset has data, ResNets get 3-channel images, and the case study has images."""
+from __future__ import annotations
+
+from pabench.core.config import checks
+from pabench.experiments.avgcase import plan
+
+ONE_CHANNEL = ("mnist", "fmnist")
+
+
+@checks
+def avgcase(config: dict) -> list[str]:
+    a = config.get("avgcase")
+    if not a:
+        return []
+    errors = [f"avgcase.use: {d!r} has no models (avgcase.models.{d})"
+              for d in a["use"] if not any(a["models"].get(d, {}).values())]
+    for dataset in a["use"]:
+        archs = a["models"].get(dataset, {})
+        if dataset not in a["datasets"]:
+            errors.append(f"avgcase.models.{dataset}: no entry avgcase.datasets.{dataset} "
+                          "(its image counts)")
+        for arch, lams in archs.items():
+            if arch.startswith("resnet") and dataset in ONE_CHANNEL:
+                errors.append(f"avgcase.models.{dataset}.{arch}: ResNets take 3-channel images; "
+                              f"{dataset} has one")
+            errors += [f"avgcase.models.{dataset}.{arch}: lambda {lam!r} < 0 (the gradient-norm "
+                       "weight must be >= 0)" for lam in lams if lam < 0]
+    known = set(plan.models(config))
+    named = [("avgcase.main", a["main"]), ("avgcase.case_study.model", a["case_study"]["model"])]
+    named += [(f"avgcase.class_bias[{i}]", ref) for i, ref in enumerate(a["class_bias"])]
+    for key, ref in named:
+        if ref not in known:  # spelled as avgcase.models names it: "mnist32/cnn-lam0"
+            errors.append(f"{key}: model {ref!r} is not trained (avgcase.models gives "
+                          f"{sorted(known)})")
+    return errors

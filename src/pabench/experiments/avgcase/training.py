@@ -1,0 +1,114 @@
+"""Models of the average-case robustness experiments and their training with gradient-norm
+regularisation: CE(f(x), y) + lambda * ||grad_x CE(f(x), y)||^2 per example (the loss's input
+gradient: Srinivas & Fleuret 2018 relate this penalty to Gaussian data augmentation).
+
+Models take images in [0, 1] (no normalisation, as in the authors' code) and return logits.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pabench.adversarial.models import LeNetCNN, _ResidualNet
+
+log = logging.getLogger("pabench.avgcase")
+
+ARCHS = ("linear", "cnn", "resnet18", "resnet18_w16", "resnet18_w8")
+
+
+def build(arch: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:
+    """A model for images of shape (channels, height, width)."""
+    channels, height, width = shape
+    if arch == "linear":
+        return nn.Sequential(nn.Flatten(), nn.Linear(channels * height * width, num_classes))
+    if arch == "cnn":
+        return LeNetCNN(num_classes, height, in_channels=channels)
+    if arch.startswith("resnet18") and arch in ARCHS:
+        if channels != 3:
+            raise ValueError(f"{arch} takes 3-channel images, got {channels}")
+        w = int(arch.partition("_w")[2] or 64)  # resnet18_w8: stages of 8, 16, 32, 64 channels
+        net = _ResidualNet([(w, 2, 1), (2 * w, 2, 2), (4 * w, 2, 2), (8 * w, 2, 2)], w, num_classes)
+        return net.to(memory_format=torch.channels_last)  # 1.5x faster convolutions on CPU
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}")
+
+
+def as_input(images_u8, device) -> torch.Tensor:
+    """uint8 images as floats in [0, 1] (channels-last, the layout the ResNets run fastest in)."""
+    x = torch.as_tensor(np.asarray(images_u8), device=device).float().div_(255.0)
+    return x.contiguous(memory_format=torch.channels_last) if x.ndim == 4 else x
+
+
+def loss_terms(model, x, y, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training loss, mean squared input-gradient norm of the per-example CE)."""
+    x = x.requires_grad_(True)
+    ce = F.cross_entropy(model(x), y, reduction="none")
+    (grad,) = torch.autograd.grad(ce.sum(), x, create_graph=lam > 0, retain_graph=True)
+    sq = grad.flatten(1).pow(2).sum(1).mean()
+    return ce.mean() + lam * sq, sq.detach()
+
+
+@torch.inference_mode()
+def accuracy(model, images_u8, labels, device, batch: int = 500) -> float:
+    model.eval()
+    hits = 0
+    for i in range(0, len(images_u8), batch):
+        pred = model(as_input(images_u8[i:i + batch], device)).argmax(1).cpu().numpy()
+        hits += int((pred == labels[i:i + batch]).sum())
+    return hits / len(images_u8)
+
+
+def train(arch: str, lam: float, train_x, train_y, test_x, test_y, *, epochs: int,
+          batch_size: int, lr: float, seed: int, device, tracker=None) -> tuple[nn.Module, list]:
+    """Adam on the regularised loss; one history row per epoch (loss, mean squared gradient norm,
+    train and test accuracy)."""
+    if lam < 0:
+        raise ValueError(f"gradient-norm weight lambda must be >= 0, got {lam!r}")
+    torch.manual_seed(seed)
+    num_classes = int(max(train_y.max(), test_y.max())) + 1
+    model = build(arch, tuple(train_x.shape[1:]), num_classes).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    gen = np.random.default_rng(seed)
+    y_all = torch.as_tensor(train_y, dtype=torch.long)
+    history = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        order = gen.permutation(len(train_x))
+        total = sq_total = 0.0
+        steps = max(1, len(order) // batch_size)
+        start = time.perf_counter()
+        for k in range(steps):
+            idx = order[k * batch_size:(k + 1) * batch_size]
+            loss, sq = loss_terms(model, as_input(train_x[idx], device), y_all[idx].to(device), lam)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total, sq_total = total + loss.item(), sq_total + sq.item()
+        row = {"epoch": epoch, "loss": total / steps, "grad_norm": float(np.sqrt(sq_total / steps)),
+               "train_accuracy": accuracy(model, train_x, train_y, device),
+               "test_accuracy": accuracy(model, test_x, test_y, device),
+               "seconds": time.perf_counter() - start}
+        history.append(row)
+        log.info("%s lambda %g epoch %d: %s", arch, lam, epoch, row)
+        if tracker is not None:
+            tracker.log(row)
+    return model.eval(), history
+
+
+def save(model: nn.Module, path, arch: str, shape, num_classes: int, lam: float) -> None:
+    from pabench.core.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        torch.save({"arch": arch, "shape": list(shape), "num_classes": num_classes, "lam": lam,
+                    "state_dict": model.state_dict()}, tmp)
+
+
+def load(path, device="cpu") -> nn.Module:
+    state = torch.load(path, map_location=device, weights_only=True)
+    model = build(state["arch"], tuple(state["shape"]), state["num_classes"])
+    model.load_state_dict(state["state_dict"])
+    return model.to(device).eval()

@@ -1,0 +1,288 @@
+"""The estimators of p_robust(x) = P[argmax f(x + eps) = t], eps ~ N(0, sigma^2 I), t = the clean
+prediction (Han, Srinivas & Lakkaraju, Section 3).  Inputs are taken as they are (the noisy input
+is not clipped, as in the authors' code); `model` maps a batch to logits and is put in eval mode.
+
+Every estimator checks its arguments and the model's clean logits before sampling anything.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy import stats
+
+from pabench.metrics.avgcase.checks import (check_classes, check_estimator, check_finite,
+                                            check_n, check_sigma, check_temperature)
+from pabench.metrics.avgcase.gradients import decision_functions, others
+from pabench.metrics.avgcase.mvn import mv_sigmoid, mvn_cdf
+
+JITTER = 1e-5  # added to UU^T, as the authors do: U is rank-deficient when d < C-1 or rows align
+
+
+@dataclass
+class Linearisation:
+    """A linear stand-in for the model around each point: decision-function values g (B, k),
+    their gradient norms (B, k) and the covariance UU^T + 1e-5 I of the unit gradients (B, k, k),
+    k = C-1.  z = g / (sigma * norm) for any sigma, so one gradient pass serves every sigma."""
+    g: np.ndarray
+    norm: np.ndarray
+    cov: np.ndarray
+
+    def z(self, sigma: float) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.g / (check_sigma(sigma) * self.norm)
+        # A flat decision function (zero gradient) is never crossed (g > 0) or always (g < 0).
+        return np.where(self.norm > 0, z, np.sign(self.g) * np.inf)
+
+    @classmethod
+    def of(cls, g: torch.Tensor, grad: torch.Tensor) -> Linearisation:
+        grad = grad.double()
+        norm = grad.norm(dim=-1)
+        unit = grad / norm.clamp_min(torch.finfo(torch.float64).tiny)[..., None]
+        cov = unit @ unit.transpose(1, 2)
+        cov += JITTER * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
+        return cls(g.double().cpu().numpy(), norm.cpu().numpy(), cov.cpu().numpy())
+
+
+def from_linearisation(lin: Linearisation, sigma: float, mvs: bool = False, seed: int = 0
+                       ) -> np.ndarray:
+    """p_robust of the linearised model: the mvn-cdf Phi_{UU^T}(z), or the mv-sigmoid of z."""
+    z = lin.z(sigma)
+    return mv_sigmoid(z) if mvs else mvn_cdf(z, lin.cov, seed=seed)
+
+
+def _device(model) -> torch.device:
+    p = next(iter(model.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _as_batch(x, model) -> torch.Tensor:
+    x = torch.as_tensor(x)
+    if not x.is_floating_point():
+        raise ValueError(f"inputs must be floating point (the model's input space), got {x.dtype}")
+    if x.ndim < 2 or len(x) == 0:
+        raise ValueError(f"inputs must be a non-empty batch (N, ...), got shape {tuple(x.shape)}")
+    check_finite(x, "the inputs")
+    return x.to(_device(model))
+
+
+@torch.inference_mode()
+def _logits(model, x: torch.Tensor, batch_size: int) -> torch.Tensor:
+    return torch.cat([model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+def predict(model, x, batch_size: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clean logits and predictions t, checked: finite, at least 2 classes."""
+    model.eval()
+    x = _as_batch(x, model)
+    logits = _logits(model, x, batch_size)
+    if logits.ndim != 2:
+        raise ValueError(f"the model must return logits of shape (N, C), got {tuple(logits.shape)}")
+    check_classes(logits.shape[1])
+    check_finite(logits, "the model's logits")
+    return logits, logits.argmax(1)
+
+
+def _targets(model, x, target, batch_size):
+    x = _as_batch(x, model)
+    if target is None:
+        _, target = predict(model, x, batch_size)
+    return x, torch.as_tensor(target, device=x.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Monte Carlo
+
+@dataclass
+class MCResult:
+    """p_mc per point and the number of noisy copies each point used."""
+    p: np.ndarray
+    n: np.ndarray
+
+
+def _mc_half_width(hits: np.ndarray, n: np.ndarray, confidence: float) -> np.ndarray:
+    """Half-width of the Clopper-Pearson interval (exact, valid at 0 and n hits too)."""
+    alpha = 1.0 - confidence
+    lo = np.where(hits > 0, stats.beta.ppf(alpha / 2, hits, n - hits + 1), 0.0)
+    hi = np.where(hits < n, stats.beta.ppf(1 - alpha / 2, hits + 1, n - hits), 1.0)
+    p = hits / n
+    return np.maximum(p - lo, hi - p)
+
+
+def equal_accuracy_tol(n: int, confidence: float = 0.99) -> float:
+    """The worst-case half-width of n fixed samples (p = 1/2, normal approximation): adaptive
+    sampling stopped at this width is as accurate as n samples for every point."""
+    return float(stats.norm.ppf(0.5 + confidence / 2) * 0.5 / np.sqrt(n))
+
+
+def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: int = 1024,
+         seed: int = 0, adaptive: bool = False, tol: float | None = None,
+         confidence: float = 0.99, progress: bool = False) -> MCResult:
+    """Fraction of n noisy copies classified as t, sampled without autograd in batches of
+    `batch_size` copies.  adaptive=True draws copies in rounds and stops a point once its
+    Clopper-Pearson interval at `confidence` is within +-tol (default: as tight as n fixed
+    samples guarantee at worst, `equal_accuracy_tol`), or at n copies."""
+    sigma, n = check_sigma(sigma), check_n(n)
+    model.eval()
+    x, target = _targets(model, x, target, batch_size)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    tol = equal_accuracy_tol(n, confidence) if tol is None else float(tol)
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    b = len(x)
+    hits, used = np.zeros(b, np.int64), np.zeros(b, np.int64)
+    active = np.arange(b)
+    step = min(n, 64) if adaptive else n
+    bar = _bar(progress, b * n, "p_mc copies")
+    with torch.inference_mode():
+        while len(active):
+            want = np.minimum(step, n - used[active])
+            # Flat (point, copy) pairs for this round, evaluated batch_size at a time.
+            owners = np.repeat(active, want)
+            for i in range(0, len(owners), batch_size):
+                idx = torch.as_tensor(owners[i:i + batch_size], device=x.device)
+                xs = x[idx]
+                noise = torch.randn(xs.shape, generator=gen, device=x.device, dtype=xs.dtype)
+                same = (model(xs + sigma * noise).argmax(1) == target[idx]).cpu().numpy()
+                np.add.at(hits, owners[i:i + batch_size], same)
+                bar.update(len(idx))
+            used[active] += want
+            done = used[active] >= n
+            if adaptive:
+                done |= _mc_half_width(hits[active], used[active], confidence) <= tol
+            active = active[~done]
+            step *= 2
+    bar.close()
+    return MCResult(hits / used, used)
+
+
+def _bar(enabled: bool, total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="copy", disable=not enabled, mininterval=2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Linearisations: Taylor (at x) and MMSE (averaged over noisy copies)
+
+def linearised(model, x, *, target=None, sigma: float | None = None, n: int = 1,
+               batch_size: int = 256, seed: int = 0) -> Linearisation:
+    """Taylor linearisation at x (sigma None), or the MMSE one: g and grad g averaged over n
+    copies x + eps, eps ~ N(0, sigma^2 I), with the clean target t."""
+    model.eval()
+    x, target = _targets(model, x, target, batch_size)
+    if sigma is None:
+        parts = [decision_functions(model, x[i:i + batch_size], target[i:i + batch_size])
+                 for i in range(0, len(x), batch_size)]
+        return Linearisation.of(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
+    sigma, n = check_sigma(sigma), check_n(n)
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    b = len(x)
+    gs, grads = [], []
+    # Copies in blocks of whole points: (points, n) pairs flattened to batches of ~batch_size.
+    per = max(1, batch_size // n)
+    for i in range(0, b, per):
+        xs = x[i:i + per].repeat_interleave(n, 0)
+        ts = target[i:i + per].repeat_interleave(n, 0)
+        noise = torch.randn(xs.shape, generator=gen, device=x.device, dtype=xs.dtype)
+        g, grad = decision_functions(model, xs + sigma * noise, ts)
+        gs.append(g.reshape(-1, n, g.shape[1]).mean(1))
+        grads.append(grad.reshape(-1, n, *grad.shape[1:]).mean(1))
+    return Linearisation.of(torch.cat(gs), torch.cat(grads))
+
+
+def p_taylor(model, x, sigma: float, *, mvs: bool = False, target=None, batch_size: int = 256,
+             seed: int = 0) -> np.ndarray:
+    sigma = check_sigma(sigma)
+    lin = linearised(model, x, target=target, batch_size=batch_size)
+    return from_linearisation(lin, sigma, mvs, seed)
+
+
+def p_mmse(model, x, sigma: float, n: int = 5, *, mvs: bool = False, target=None,
+           batch_size: int = 256, seed: int = 0) -> np.ndarray:
+    sigma, n = check_sigma(sigma), check_n(n)
+    lin = linearised(model, x, target=target, sigma=sigma, n=n, batch_size=batch_size, seed=seed)
+    return from_linearisation(lin, sigma, mvs, seed)
+
+
+def p_linear(weight, bias, x, sigma: float, seed: int = 0) -> np.ndarray:
+    """The exact answer for a linear model f(x) = W x + b (Lemma 1), from its weights:
+    u_i = w_t - w_i, c_i = u_i . x + b_t - b_i, p = Phi_{UU^T}(c_i / (sigma ||u_i||))."""
+    sigma = check_sigma(sigma)
+    w = torch.as_tensor(weight, dtype=torch.float64)
+    bias = torch.as_tensor(bias, dtype=torch.float64)
+    x = torch.as_tensor(x, dtype=torch.float64).reshape(len(x), -1)
+    check_classes(w.shape[0])
+    check_finite(x, "the inputs")
+    logits = x @ w.T + bias
+    target = logits.argmax(1)
+    rows = torch.arange(len(x))
+    c = others(logits[rows, target][:, None] - logits, target)
+    u = others(w[target][:, None, :] - w[None], target)
+    return from_linearisation(Linearisation.of(c, u), sigma, False, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Softmax baseline
+
+def p_softmax(model, x, temperature: float = 1.0, *, sigma: float | None = None, n: int = 1,
+              target=None, batch_size: int = 512, seed: int = 0) -> np.ndarray:
+    """softmax_t(f(x) / T): the model's confidence in t (independent of sigma).  With sigma and
+    n > 1, the same averaged over n noisy copies (the smoothed softmax, for convergence plots)."""
+    temperature = check_temperature(temperature)
+    model.eval()
+    x, target = _targets(model, x, target, batch_size)
+    if sigma is None:
+        probs = torch.softmax(_logits(model, x, batch_size) / temperature, 1)
+        return probs[torch.arange(len(x)), target].double().cpu().numpy()
+    sigma, n = check_sigma(sigma), check_n(n)
+    gen = torch.Generator(device=x.device).manual_seed(seed)
+    total = torch.zeros(len(x), dtype=torch.float64, device=x.device)
+    with torch.inference_mode():
+        for _ in range(n):
+            noise = torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype)
+            probs = torch.softmax(_logits(model, x + sigma * noise, batch_size) / temperature, 1)
+            total += probs[torch.arange(len(x)), target].double()
+    return (total / n).cpu().numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+
+def estimate(name: str, model, x, sigma: float, *, n: int | None = None,
+             temperature: float = 1.0, **kwargs) -> np.ndarray:
+    """p_robust per point by the named estimator (`checks.ESTIMATORS`); n = noisy copies for mc
+    (default 10,000) and mmse (default 5).  "linear" needs a linear model (`linear_weights`):
+    its weights give the exact answer."""
+    check_estimator(name)
+    check_sigma(sigma)
+    if n is not None:
+        check_n(n)
+    if name == "mc":
+        return p_mc(model, x, sigma, n or 10_000, **kwargs).p
+    if name in ("taylor", "taylor_mvs"):
+        return p_taylor(model, x, sigma, mvs=name.endswith("_mvs"), **kwargs)
+    if name in ("mmse", "mmse_mvs"):
+        return p_mmse(model, x, sigma, n or 5, mvs=name.endswith("_mvs"), **kwargs)
+    if name == "softmax":
+        return p_softmax(model, x, temperature, **kwargs)
+    weight, bias = linear_weights(model, x)
+    return p_linear(weight, bias, torch.as_tensor(x).cpu(), sigma, kwargs.get("seed", 0))
+
+
+def linear_weights(model, x) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W, b) of a model that is f(x) = W x.flatten() + b (one weight matrix and one bias, any
+    module type, TorchScript too), checked against the model's own outputs on x."""
+    params = [p.detach().cpu() for p in model.parameters()]
+    shapes = [tuple(p.shape) for p in params]
+    if len(params) != 2 or len(shapes[0]) != 2 or shapes[1] != shapes[0][:1]:
+        raise ValueError("the 'linear' estimator needs a linear model (one weight matrix and one "
+                         f"bias); this model has parameters of shapes {shapes}")
+    weight, bias = params
+    x = torch.as_tensor(x).cpu()
+    with torch.inference_mode():
+        got = model.cpu()(x).double()
+    want = x.reshape(len(x), -1).double() @ weight.double().T + bias.double()
+    if not torch.allclose(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()) + 1e-6):
+        raise ValueError("the 'linear' estimator needs f(x) = W x + b; this model's outputs differ")
+    return weight, bias

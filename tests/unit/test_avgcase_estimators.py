@@ -1,0 +1,147 @@
+"""Average-case robustness estimators: the linear model is the built-in check (Lemma 1 is exact
+for it), gradients against autograd's full Jacobian, adaptive MC, bad inputs, the CLI."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from pabench import cli
+from pabench.metrics.avgcase import estimators as est
+from pabench.metrics.avgcase.gradients import decision_functions
+
+SIGMAS = (0.05, 0.2, 0.5, 1.0, 2.0)
+
+
+def linear_model(d=30, c=6, seed=0):
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(d, c)).double().eval()
+    x = torch.randn(40, d, dtype=torch.float64) * 0.5
+    return model, x
+
+
+def exact(model, x, sigma):
+    layer = model[1]
+    return est.p_linear(layer.weight.detach(), layer.bias.detach(), x, sigma)
+
+
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_taylor_equals_the_exact_linear_answer(sigma):
+    model, x = linear_model()
+    p = exact(model, x, sigma)
+    assert 0.05 < p.min() and p.max() <= 1.0 and p.std() > 0.02  # spread, not all 0 or 1
+    np.testing.assert_allclose(est.p_taylor(model, x, sigma), p, atol=1e-6)
+    np.testing.assert_allclose(est.estimate("linear", model, x, sigma), p, atol=1e-6)
+
+
+@pytest.mark.parametrize("sigma", (0.2, 1.0))
+def test_mc_agrees_within_its_binomial_error(sigma):
+    model, x = linear_model()
+    n = 2000
+    p = exact(model, x, sigma)
+    mc = est.p_mc(model, x, sigma, n, seed=1)
+    assert (mc.n == n).all()
+    bound = 4.5 * np.sqrt(p * (1 - p) / n) + 1e-3  # 4.5 standard errors: a false alarm ~1e-5
+    assert (np.abs(mc.p - p) <= bound).all(), np.max(np.abs(mc.p - p) / bound)
+
+
+def test_mmse_converges_to_the_exact_answer_as_n_grows():
+    model, x = linear_model()
+    x, sigma = x[:20], 1.0
+    p = exact(model, x, sigma)
+    errors = [np.mean([np.abs(est.p_mmse(model, x, sigma, n, seed=s) - p).mean() for s in range(2)])
+              for n in (2, 20, 200)]
+    assert errors[0] > errors[1] > errors[2]  # noise of order 1/sqrt(n) in z
+    assert errors[2] < 0.3 * errors[0]
+
+
+def test_mvs_variants_use_the_multivariate_sigmoid():
+    model, x = linear_model()
+    lin = est.linearised(model, x)
+    z = lin.z(0.3)
+    expected = 1.0 / (1.0 + np.exp(-z).sum(1))
+    np.testing.assert_allclose(est.p_taylor(model, x, 0.3, mvs=True), expected, rtol=1e-9)
+
+
+def test_decision_function_gradients_match_the_full_jacobian():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Tanh(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5))
+    model = model.double().eval()
+    x = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    target = model(x).argmax(1)
+    g, grad = decision_functions(model, x, target)
+    full = torch.autograd.functional.jacobian(model, x)  # (B, C, B, 1, 8, 8)
+    logits = model(x).detach()
+    for b in range(3):
+        rest = [i for i in range(5) if i != target[b]]
+        jb = full[b, :, b].reshape(5, -1)
+        torch.testing.assert_close(g[b], logits[b, target[b]] - logits[b, rest])
+        torch.testing.assert_close(grad[b], jb[target[b]] - jb[rest])
+
+
+def test_adaptive_mc_stops_robust_points_early_at_equal_accuracy():
+    model, x = linear_model()
+    x = torch.cat([x, x * 20])  # far from the boundaries: p near 1, decided after few copies
+    n = 4000
+    fixed = est.p_mc(model, x, 0.2, n, seed=2)
+    adaptive = est.p_mc(model, x, 0.2, n, seed=3, adaptive=True)
+    assert adaptive.n.min() < n / 5 and adaptive.n.max() <= n
+    assert np.abs(adaptive.p - exact(model, x, 0.2)).max() <= est.equal_accuracy_tol(n) + 1e-3
+    assert adaptive.n.sum() < 0.6 * fixed.n.sum()
+
+
+def test_softmax_is_the_confidence_in_the_clean_prediction():
+    model, x = linear_model()
+    probs = torch.softmax(model(x) / 2.0, 1).max(1).values.detach().numpy()
+    np.testing.assert_allclose(est.p_softmax(model, x, 2.0), probs, rtol=1e-9)
+    smoothed = est.p_softmax(model, x, 2.0, sigma=1e-6, n=3)  # tiny noise: the same
+    np.testing.assert_allclose(smoothed, probs, atol=1e-5)
+
+
+class NaNModel(nn.Module):
+    def forward(self, x):
+        out = x.flatten(1)[:, :3].clone()
+        out[0, 0] = float("nan")
+        return out
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m, x: est.estimate("mc", m, x, 0.0), "sigma must be a finite number > 0, got 0.0"),
+    (lambda m, x: est.estimate("mc", m, x, -1), "got -1"),
+    (lambda m, x: est.p_mc(m, x, float("nan")), "got nan"),
+    (lambda m, x: est.estimate("mmse", m, x, 0.1, n=0), "n must be an integer >= 1, got 0"),
+    (lambda m, x: est.p_mc(m, x, 0.1, n=-3), "got -3"),
+    (lambda m, x: est.estimate("tayler", m, x, 0.1), "unknown estimator 'tayler'"),
+    (lambda m, x: est.estimate("taylor", m, x.clone().fill_(float("inf")), 0.1), "the inputs"),
+    (lambda m, x: est.estimate("taylor", NaNModel(), x, 0.1), "the model's logits"),
+    (lambda m, x: est.estimate("taylor", nn.Sequential(nn.Flatten(), nn.Linear(30, 1)).double(),
+                               x, 0.1), "at least 2 classes"),
+    (lambda m, x: est.p_softmax(m, x, 0.0), "temperature"),
+])
+def test_bad_input_is_named_before_any_work(call, message):
+    model, x = linear_model()
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(model, x)
+
+
+def test_cli_prints_means_and_writes_every_point(tmp_path, capsys):
+    model, x = linear_model()
+    model = model.float()
+    path = tmp_path / "model.pt"
+    torch.jit.script(model).save(str(path))
+    np.save(tmp_path / "x.npy", x.float().numpy())
+    out = tmp_path / "p.csv"
+    code = cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "0.2", "1",
+                     "--estimators", "taylor,linear,mc", "--n-mc", "500", "--out", str(out)])
+    assert code == 0
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert len(table) == 2 * 3 * len(x)
+    wide = table.pivot_table(index=["sigma", "point"], columns="estimator", values="p")
+    np.testing.assert_allclose(wide.taylor, wide.linear, atol=1e-5)
+    assert "taylor" in capsys.readouterr().out
+    assert cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "0"]) == 2
+    assert "sigma must be" in capsys.readouterr().err
+    assert cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "1",
+                     "--estimators", "magic"]) == 2
+    assert "unknown estimator 'magic'" in capsys.readouterr().err

@@ -1,0 +1,244 @@
+"""Figures, tables and claims of the average-case robustness paper on small synthetic tables in
+the per-model and stacked CSV formats the workflow writes: the plotted numbers are the ones fed
+in, and each claim's verdict follows them."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from pabench.core import paths
+from pabench.core.io import read_table, write_csv
+from pabench.experiments.avgcase import figures, tables
+from pabench.papers.avgcase import PAPER
+from pabench.reporting import claims
+
+SIGMAS = [0.01, 0.1, 0.4]
+N_POINTS = 100
+MAIN = "mnist32/resnet18_w16-lam0"
+FAMILY = [MAIN, "mnist32/resnet18_w16-lam0.001", "mnist32/resnet18_w16-lam0.01"]
+LINEAR, CNN = "mnist/linear-lam0", "fmnist/cnn-lam0"
+ESTIMATORS = ("mc", "taylor", "taylor_mvs", "mmse", "mmse_mvs", "softmax")
+
+# Each estimator's p as a function of (sigma, model, p_mc).  GOOD: the paper's findings (MMSE
+# closest to MC, Taylor next, softmax far; errors grow with sigma and shrink with lambda;
+# mv-sigmoid within 0.005 of mvn-cdf; Taylor and MMSE exact for the linear model).  BAD: each
+# finding reversed or broken.
+GOOD = {"mmse": lambda s, m, mc: mc + (0.001 if m.arch == "linear" else 0.01 * (1 + 10 * s) / (1 + 100 * m.lam)),
+        "mmse_mvs": lambda s, m, mc: mc - 0.01 * (1 + 10 * s) / (1 + 100 * m.lam),
+        "taylor": lambda s, m, mc: mc + (0.003 if m.arch == "linear" else 0.02 * (1 + 10 * s)),
+        "taylor_mvs": lambda s, m, mc: mc + 0.02 * (1 + 10 * s) + 0.005 * (m.arch != "linear"),
+        "softmax": lambda s, m, mc: np.full_like(mc, 0.97),
+        "linear": lambda s, m, mc: mc + 0.002}
+BAD = {"mmse": lambda s, m, mc: mc + 0.05, "mmse_mvs": lambda s, m, mc: mc + 0.05,
+       "taylor": lambda s, m, mc: mc + 0.005,
+       "taylor_mvs": lambda s, m, mc: 0.9 - mc,   # anti-correlated with Taylor
+       "softmax": lambda s, m, mc: mc, "linear": lambda s, m, mc: mc}
+
+
+def p_mc(point: np.ndarray, class_effect: float) -> np.ndarray:
+    """p_mc per point: 0.1 + class_effect * label, plus a within-class spread below 0.05."""
+    return 0.1 + class_effect * (point % 10) + 0.005 * (point // 10)
+
+
+def estimates_frame(ref: str, estimators: dict, class_effect: float = 0.08) -> pd.DataFrame:
+    dataset, model = ref.split("/")
+    m = paths.parse_avg_model(dataset, model)
+    point = np.arange(N_POINTS)
+    mc = p_mc(point, class_effect)
+    names = ESTIMATORS + (("linear",) if m.arch == "linear" else ())
+    rows = [pd.DataFrame({"dataset": dataset, "model": model, "arch": m.arch, "lam": m.lam,
+                          "point": point, "label": point % 10, "target": point % 10, "sigma": s,
+                          "estimator": name, "n": 20 if name.startswith(("mc", "mmse")) else 0,
+                          "p": mc if name == "mc" else estimators[name](s, m, mc)})
+            for s in SIGMAS for name in names]
+    return pd.concat(rows, ignore_index=True)
+
+
+def write_estimates(root, estimators: dict, class_effect: float = 0.08) -> dict:
+    """Every model's estimate file under root; {ref: path}."""
+    out = {}
+    for ref in FAMILY + [LINEAR, CNN]:
+        path = root / paths.avg_file("estimates", *ref.split("/"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_csv(path, estimates_frame(ref, estimators, class_effect))
+        out[ref] = str(path)
+    return out
+
+
+def outputs(root, name):
+    return tuple(str(root / f"{name}.{ext}") for ext in ("pdf", "png", "csv"))
+
+
+def drawn(root, name) -> pd.DataFrame:
+    out = outputs(root, name)
+    assert all((root / f"{name}.{ext}").stat().st_size > 0 for ext in ("pdf", "png", "csv")), out
+    return read_table(out[2])
+
+
+META = {"caption": "test", "scale": "test"}
+
+
+def test_errors_and_fig2_plot_the_hand_computed_means(tmp_path):
+    files = write_estimates(tmp_path, GOOD)
+    figures.fig2a({"estimates": files[MAIN]}, outputs(tmp_path, "fig2a"), dict(META))
+    err = drawn(tmp_path, "fig2a").set_index(["estimator", "sigma"])
+    mc = p_mc(np.arange(N_POINTS), 0.08)
+    for s in SIGMAS:
+        assert err.loc[("mmse", s), "mean_abs_error"] == pytest.approx(0.01 * (1 + 10 * s))
+        assert err.loc[("taylor", s), "mean_rel_error"] == pytest.approx(np.mean(0.02 * (1 + 10 * s) / mc))
+        assert err.loc[("softmax", s), "mean_abs_error"] == pytest.approx(np.mean(np.abs(0.97 - mc)))
+        assert err.loc[("mmse", s), "n_points"] == N_POINTS
+    assert set(err.index.get_level_values(0)) == set(ESTIMATORS) - {"mc"}
+
+    figures.fig2b({"estimates": [files[r] for r in FAMILY]}, outputs(tmp_path, "fig2b"), dict(META))
+    b = drawn(tmp_path, "fig2b")
+    assert set(b.estimator) == {"mmse"} and sorted(b.lam.unique()) == [0, 0.001, 0.01]
+    got = b.set_index(["lam", "sigma"]).mean_abs_error
+    assert got[(0.01, 0.4)] == pytest.approx(0.01 * 5 / 2)
+
+    table = tables.errors({"estimates": list(files.values())}, main=MAIN)
+    assert table[table.main].model.unique().tolist() == ["resnet18_w16-lam0"]
+    linear = table[(table.model == "linear-lam0") & (table.estimator == "linear")]
+    assert linear.mean_abs_error.to_numpy() == pytest.approx(0.002)
+
+
+def test_relative_error_skips_points_where_mc_is_zero(tmp_path):
+    frame = estimates_frame(MAIN, GOOD)
+    frame.loc[(frame.estimator == "mc") & (frame.point == 0), "p"] = 0.0
+    err = tables.errors_frame(frame).set_index(["estimator", "sigma"])
+    assert err.loc[("taylor", 0.1), "n_rel_points"] == N_POINTS - 1
+    assert np.isfinite(err.mean_rel_error).all()
+
+
+def test_fig10_fig3_and_fig4(tmp_path):
+    files = write_estimates(tmp_path, GOOD)
+    figures.fig10({"estimates": files[MAIN]}, outputs(tmp_path, "fig10"), dict(META), sigma=0.09)
+    mvs = drawn(tmp_path, "fig10")
+    assert (mvs.sigma == 0.1).all() and len(mvs) == N_POINTS  # the nearest sigma of the grid
+    assert (mvs.mv_sigmoid - mvs.mvn_cdf).to_numpy() == pytest.approx(0.005)
+
+    data = tmp_path / "data.npz"
+    rng = np.random.default_rng(0)
+    np.savez(data, test_x=rng.integers(0, 256, (N_POINTS, 3, 8, 8), dtype=np.uint8),
+             test_y=np.arange(N_POINTS) % 10)
+    figures.fig3({"estimates": files[MAIN], "data": str(data)}, outputs(tmp_path, "fig3"),
+                 dict(META), sigma=0.1)
+    grid = drawn(tmp_path, "fig3")
+    assert len(grid) == 10 * 4
+    seven = grid[grid.label == 7].set_index(["score", "end"]).point
+    assert seven[("mmse", "highest")] == 97 and seven[("mmse", "lowest")] == 7  # p grows with point // 10
+    # Softmax is 0.97 for every point: ties go to the lowest index at both ends.
+    assert seven[("softmax", "highest")] == 7 and seven[("softmax", "lowest")] == 7
+
+    figures.fig4({"estimates": [files[MAIN], files[CNN]]}, outputs(tmp_path, "fig4"), dict(META))
+    points = drawn(tmp_path, "fig4")
+    assert len(points) == 2 * len(SIGMAS) * 2 * N_POINTS and set(points.estimator) == {"mc", "mmse"}
+    assert set(points[points.dataset == "fmnist"]["class"]) == set(figures.FMNIST)
+    assert figures.class_name("cifar100", 99) == "worm" and len(figures.CIFAR100) == 100
+
+
+def stacked_tables(good: bool = True) -> dict:
+    """The stacked runtime, case-study, convergence, noise-PA and history tables."""
+    models = [r.split("/") for r in FAMILY]
+    runtime = pd.DataFrame([{"dataset": "mnist32", "model": "resnet18_w16-lam0", "estimator": e,
+                             "n": n, "points": 3, "sigma": 0.1, "seconds": 3 * spp,
+                             "seconds_per_point": spp, "device": "CPU: 2 threads, test"}
+                            for e, n, spp in (("mc", 10000, 6.0), ("taylor", 0, 0.2),
+                                              ("mmse", 5, 0.5 if good else 1.0))])
+    case = pd.DataFrame([{"dataset": "mnist32", "model": "resnet18_w16-lam0", "score": s,
+                          "sigma": 0.1, "quantile": 0.25, "n_train": 400, "n_test": 100,
+                          "train_accuracy": 0.9, "test_accuracy": acc}
+                         for s, acc in (("mmse", 0.9 if good else 0.5), ("softmax", 0.6))])
+    conv = pd.DataFrame([{"dataset": "mnist32", "model": "resnet18_w16-lam0", "sigma": 0.1,
+                          "estimator": e, "n": n, "mean_abs_diff": (0.0 if n == 100 and e == "mc"
+                                                                    else 0.3 / np.sqrt(n)),
+                          "mean_p": 0.8, "reference_n": 4000}
+                         for e in ("mc", "mmse", "softmax") for n in (1, 10, 100)])
+    noise = pd.DataFrame([{"dataset": d, "model": m, "arch": "resnet18_w16", "lam": lam,
+                           "sigma": s, "logpa": -100 * s * (k + 1), "logpa_adam": -90 * s * (k + 1),
+                           "afr_true": 0.9 - s, "afr_pred": 1 - s * (k + 1), "accuracy_clean": 0.9,
+                           "accuracy_noisy": 0.9 - s, "p_mc_mean": 1 - s * (k + 1) / 2,
+                           "p_mmse_mean": 1 - s * (k + 1) / 2, "n_points": N_POINTS}
+                          for k, ((d, m), lam) in enumerate(zip(models, (0, 0.001, 0.01)))
+                          for s in SIGMAS])
+    history = pd.DataFrame([{"dataset": d, "model": m, "arch": "resnet18_w16", "lam": lam,
+                             "epoch": e, "loss": 1 / e, "grad_norm": 2.0 / e,
+                             "train_accuracy": 0.5 + 0.2 * e, "test_accuracy": 0.4 + 0.2 * e}
+                            for (d, m), lam in zip(models, (0, 0.001, 0.01)) for e in (1, 2)])
+    return {"runtime": runtime, "case_study": case, "convergence": conv, "noise_pa": noise,
+            "history": history}
+
+
+def test_stacked_table_figures_and_tables(tmp_path):
+    files = {}
+    for kind, frame in stacked_tables().items():
+        files[kind] = str(tmp_path / f"{kind}.csv")
+        write_csv(files[kind], frame)
+    figures.convergence({"table": files["convergence"]}, outputs(tmp_path, "conv"), dict(META))
+    assert len(drawn(tmp_path, "conv")) == 9
+    figures.noise_pa({"table": files["noise_pa"]}, outputs(tmp_path, "noise_pa"), dict(META))
+    assert drawn(tmp_path, "noise_pa").logpa.tolist() == stacked_tables()["noise_pa"].logpa.tolist()
+
+    t1 = tables.table1({"table": files["runtime"]}).set_index("estimator")
+    assert t1.loc["taylor", "speed-up vs MC (per point)"] == pytest.approx(30)
+    assert t1.loc["mmse", "seconds for 50 points (extrapolated)"] == pytest.approx(25)
+    assert t1.loc["taylor", "n"] == "N/A" and t1.loc["mc", "paper CPU s (50 points)"] == 6071
+
+    case = tables.case_study({"table": files["case_study"]}).set_index("score")
+    assert case.loc["p_mmse", "test accuracy"] == 0.9 and case.loc["softmax", "paper test accuracy (CIFAR-10)"] == 0.58
+
+    models = tables.models({"table": files["history"]})
+    assert len(models) == 3 and (models.epochs == 2).all()
+    assert models["test accuracy"].tolist() == pytest.approx([0.8] * 3)
+    assert models["input-gradient norm (final epoch)"].tolist() == pytest.approx([1.0] * 3)
+
+    corr = tables.noise_pa_correlation({"table": files["noise_pa"]}).set_index("measure")
+    noise = stacked_tables()["noise_pa"]
+    assert corr.loc["log PA (exact)", "n (model, sigma)"] == len(noise)
+    assert corr.loc["AFR_P", "spearman"] == pytest.approx(1.0)  # both fall with s * (k + 1)
+    assert corr.loc["log PA (exact)", "spearman"] == pytest.approx(
+        noise.logpa.rank().corr(noise.p_mc_mean.rank()))
+
+
+AVG_CLAIMS = [c for c in claims.load(PAPER.claim_modules) if c.id.startswith("avg-")]
+
+
+def claim_tables(root, good: bool) -> dict:
+    """The claims' tables as the claims rule reads them: the errors table and the Figure 4 and 10
+    point data written by their functions, the stacked runtime and case-study tables."""
+    files = write_estimates(root, GOOD if good else BAD, class_effect=0.08 if good else 0.0)
+    errors = root / "errors.csv"
+    write_csv(errors, tables.errors({"estimates": list(files.values())}, main=MAIN))
+    figures.fig10({"estimates": files[MAIN]}, outputs(root, "fig10"), dict(META), sigma=0.05)
+    figures.fig4({"estimates": [files[MAIN], files[CNN]]}, outputs(root, "fig4"), dict(META))
+    stacked = stacked_tables(good)
+    named = {"avg_errors": errors, "avg_mvs": outputs(root, "fig10")[2],
+             "avg_class_bias": outputs(root, "fig4")[2]}
+    for name, kind in (("avg_runtime", "runtime"), ("avg_case_study", "case_study")):
+        named[name] = root / f"{kind}.csv"
+        write_csv(named[name], stacked[kind])
+    return {name: read_table(path) for name, path in named.items()}
+
+
+def test_claims_follow_the_numbers(tmp_path):
+    assert set(PAPER.claim_tables({"avgcase": {"class_bias": ["x"]}})) == {
+        t for c in AVG_CLAIMS for t in c.tables}
+    (tmp_path / "good").mkdir()
+    (tmp_path / "bad").mkdir()
+    good = claims.evaluate(claim_tables(tmp_path / "good", True), AVG_CLAIMS).set_index("id")
+    bad = claims.evaluate(claim_tables(tmp_path / "bad", False), AVG_CLAIMS).set_index("id")
+    assert (good.verdict == claims.REPRODUCED).all(), good[good.verdict != claims.REPRODUCED].measured.to_dict()
+    assert (bad.verdict == claims.NOT_REPRODUCED).all(), bad[bad.verdict != claims.NOT_REPRODUCED].measured.to_dict()
+
+
+def test_claims_without_their_data_are_not_evaluated(tmp_path):
+    frame = estimates_frame(MAIN, GOOD)
+    errors = tables.errors_frame(frame).assign(main=True)   # no family, no linear model
+    flat = pd.DataFrame({"dataset": "mnist32", "model": "m", "sigma": 0.1, "estimator": "mc",
+                         "point": range(20), "label": np.arange(20) % 10, "p": 1.0, "class": "0"})
+    got = claims.evaluate({"avg_errors": errors, "avg_class_bias": flat,
+                    "avg_runtime": stacked_tables()["runtime"].query("estimator != 'mc'")},
+                   AVG_CLAIMS).set_index("id").verdict
+    for cid in ("avg-robust-training-lower-error", "avg-linear-exact", "avg-class-bias",
+                "avg-analytical-faster", "avg-mvs-tracks-mvn-cdf", "avg-case-study-mmse-beats-softmax"):
+        assert got[cid] == claims.NOT_EVALUATED, cid
+    assert got["avg-mmse-most-accurate"] == claims.REPRODUCED

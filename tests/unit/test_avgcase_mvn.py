@@ -1,0 +1,176 @@
+"""Batched multivariate normal CDF (Genz SOV + randomised QMC) and the multivariate sigmoid."""
+import numpy as np
+import pytest
+from scipy.special import expit
+from scipy.stats import multivariate_normal, norm
+
+from pabench.metrics.avgcase.mvn import mv_sigmoid, mvn_cdf
+
+
+def make_covs(seed, n, k, d, shared=False):
+    """Covariances U U^T + 1e-5 I with unit-norm rows U (k, d), as the estimators build them.
+
+    shared=True mimics logit-margin gradients (g_y - g_j): rows share a component, so the
+    correlations are around 0.5 rather than around 0.
+    """
+    rng = np.random.default_rng(seed)
+    covs = []
+    for _ in range(n):
+        u = rng.standard_normal((k, d))
+        if shared:
+            u = rng.standard_normal(d) - u
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        covs.append(u @ u.T + 1e-5 * np.eye(k))
+    return np.array(covs)
+
+
+def scipy_cdf(z, cov):
+    """scipy's per-point result at its default settings (abseps = releps = 1e-5)."""
+    return np.array([multivariate_normal.cdf(zb, mean=np.zeros(len(zb)), cov=cb,
+                                             rng=np.random.default_rng(0))
+                     for zb, cb in zip(z, cov)])
+
+
+@pytest.mark.parametrize("d, shared", [(3072, False), (20, False), (3072, True)])
+def test_k9_matches_scipy(d, shared):
+    k, n = 9, 12
+    cov = make_covs(d, n, k, d, shared)
+    z = np.linspace(0.3, 2.5, n)[:, None] + np.random.default_rng(1).normal(0.0, 1.0, (n, k))
+    ref = scipy_cdf(z, cov)
+    assert ref.min() < 0.05 and ref.max() > 0.5      # spread over (0, 1), not all near 0 or 1
+    p, err = mvn_cdf(z, cov, return_error=True)
+    assert p.dtype == np.float64 and p.shape == (n,)
+    np.testing.assert_allclose(p, ref, rtol=0, atol=1e-4)
+    assert (err <= 5e-5).all()
+
+
+def test_k9_robust_points_near_one():
+    k, n = 9, 10
+    cov = make_covs(7, n, k, 3072, shared=True)
+    z = 2.5 + np.abs(np.random.default_rng(2).normal(0, 1.5, (n, k)))
+    ref = scipy_cdf(z, cov)
+    assert ref.min() > 0.9 and ref.max() < 1 - 1e-6
+    np.testing.assert_allclose(mvn_cdf(z, cov), ref, rtol=0, atol=1e-4)
+
+
+# k = 99: scipy at default settings needs seconds to tens of seconds per point, so its values are
+# stored. They were computed with multivariate_normal.cdf(z_b, cov=cov_b) (defaults, scipy 1.17.1)
+# on exactly the inputs that make_covs / K99_Z below regenerate.
+K99_CASES = {
+    (3072, False): [0.02614102, 0.2431944, 0.347747, 0.4743398],
+    (3072, True): [0.09236234, 0.2273073, 0.2893573, 0.376987],
+}
+K99_FINGERPRINT = {False: 0.03762715964962036, True: 0.4871825667665395}   # cov[0, 0, 1]
+
+
+def k99_z(shared):
+    offset = np.linspace(1.8, 3.0, 4) if shared else np.linspace(2.6, 3.6, 4)   # p ~ 0.03 .. 0.5
+    return offset[:, None] + np.random.default_rng(5).normal(0.0, 1.0, (4, 99))
+
+
+@pytest.mark.parametrize("d, shared", list(K99_CASES))
+def test_k99_matches_stored_scipy(d, shared):
+    cov = make_covs(99 + shared, 4, 99, d, shared)
+    assert cov[0, 0, 1] == pytest.approx(K99_FINGERPRINT[shared], abs=1e-12), \
+        "numpy's random stream changed: recompute the stored scipy values"
+    z = k99_z(shared)
+    ref = np.array(K99_CASES[d, shared])
+    np.testing.assert_allclose(mvn_cdf(z, cov), ref, rtol=0, atol=1e-4)
+
+
+def test_k1_is_the_univariate_cdf_exactly():
+    z = np.array([[-3.0], [0.0], [0.7], [np.inf], [-np.inf], [12.0]])
+    var = np.array([0.5, 1.0, 4.0, 2.0, 1.0, 9.0])
+    p, err = mvn_cdf(z, var[:, None, None], return_error=True)
+    np.testing.assert_array_equal(p, norm.cdf(z[:, 0] / np.sqrt(var)))
+    np.testing.assert_array_equal(err, 0.0)
+
+
+@pytest.mark.parametrize("k", [2, 5, 9])
+def test_diagonal_covariance_is_a_product_of_univariate_cdfs(k):
+    rng = np.random.default_rng(k)
+    z = rng.normal(0.5, 1.0, (20, k))
+    var = rng.uniform(0.2, 3.0, (20, k))
+    cov = np.stack([np.diag(v) for v in var])
+    expected = norm.cdf(z / np.sqrt(var)).prod(axis=1)
+    # A tiny abseps, since tails below 0.1 * abseps are dropped (a bounded, reported bias).
+    np.testing.assert_allclose(mvn_cdf(z, cov, abseps=1e-12), expected, rtol=0, atol=1e-12)
+
+
+def test_infinite_limits():
+    cov = make_covs(3, 6, 3, 50)
+    z = np.random.default_rng(3).normal(0.3, 1.0, (6, 3))
+    z[:, 1] = np.inf
+    # X_1 <= +inf always holds: the 2-D marginal, which scipy integrates exactly.
+    marg = np.array([multivariate_normal.cdf(zb[[0, 2]], cov=cb[np.ix_([0, 2], [0, 2])])
+                     for zb, cb in zip(z, cov)])
+    np.testing.assert_allclose(mvn_cdf(z, cov, abseps=1e-6), marg, rtol=0, atol=1e-5)
+    z[0, 1], z[1, 2] = -np.inf, -np.inf
+    assert (mvn_cdf(z, cov)[:2] == 0).all()
+    np.testing.assert_array_equal(mvn_cdf(np.full((2, 4), np.inf), np.eye(4)), 1.0)
+
+
+def test_singular_covariance():
+    # X = (Y, Y, Y): P = Phi(min z); the degenerate variables become (near) step functions.
+    z = np.array([[0.3, -0.2, 1.0], [1.5, 0.4, 0.9], [-0.5, 2.0, 2.0]])
+    p = mvn_cdf(z, np.ones((3, 3)), abseps=1e-6, max_samples=2**16)
+    np.testing.assert_allclose(p, norm.cdf(z.min(axis=1)), rtol=0, atol=1e-4)
+    # A zero variance is X_i = 0: a factor 1 or 0 by the sign of z_i.
+    cov = np.diag([1.0, 0.0, 2.0])
+    p = mvn_cdf(np.array([[0.5, 0.1, 0.2], [0.5, -0.1, 0.2]]), cov)
+    np.testing.assert_allclose(p, [norm.cdf(0.5) * norm.cdf(0.2 / np.sqrt(2)), 0.0], atol=1e-12)
+
+
+def test_deterministic_and_independent_of_the_batch():
+    cov = make_covs(11, 10, 9, 20)
+    z = np.random.default_rng(4).normal(1.0, 1.0, (10, 9))
+    a = mvn_cdf(z, cov, seed=3)
+    np.testing.assert_array_equal(a, mvn_cdf(z, cov, seed=3))
+    # A point's result does not depend on the other points of the batch.
+    np.testing.assert_allclose(mvn_cdf(z[3:5], cov[3:5], seed=3), a[3:5], rtol=0, atol=1e-13)
+    b = mvn_cdf(z, cov, seed=4)
+    assert not np.array_equal(a, b) and np.abs(a - b).max() < 1e-4
+    # A shared (k, k) covariance is the same as repeating it.
+    np.testing.assert_allclose(mvn_cdf(z, cov[0]), mvn_cdf(z, np.repeat(cov[:1], 10, axis=0)),
+                               rtol=0, atol=1e-13)
+
+
+def test_max_samples_bounds_the_work():
+    cov = make_covs(11, 4, 9, 20)
+    z = np.random.default_rng(4).normal(1.0, 1.0, (4, 9))
+    p, err = mvn_cdf(z, cov, abseps=1e-9, max_samples=512, return_error=True)
+    assert ((0 <= p) & (p <= 1)).all() and (err > 1e-9).all()
+    np.testing.assert_allclose(p, scipy_cdf(z, cov), rtol=0, atol=20 * err.max())
+
+
+def test_mv_sigmoid():
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 3, (5, 7))
+    np.testing.assert_allclose(mv_sigmoid(z), 1 / (1 + np.exp(-z).sum(axis=-1)), rtol=1e-13)
+    np.testing.assert_allclose(mv_sigmoid(z[:, :1]), expit(z[:, 0]), rtol=1e-13)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):   # underflow is fine
+        big = mv_sigmoid(np.array([[np.inf, np.inf], [np.inf, 3.0], [1000.0, 800.0],
+                                   [-700.0, -701.0], [-1e4, 0.0], [-np.inf, 0.0]]))
+    np.testing.assert_allclose(big[:3], [1.0, expit(3.0), 1.0], rtol=1e-15)
+    # 1 / (e^700 + e^701 + 1), checked in logs since it is near the bottom of float64.
+    np.testing.assert_allclose(np.log(big[3]), -(701 + np.log1p(np.exp(-1.0))), rtol=1e-13)
+    assert big[4] == 0.0 and big[5] == 0.0
+    assert mv_sigmoid(np.zeros((3, 4, 2))).shape == (3, 4)
+
+
+@pytest.mark.parametrize("z, cov, kwargs, match", [
+    (np.zeros((2, 3)), np.eye(4), {}, r"\(3, 3\).*\(4, 4\)"),
+    (np.zeros((2, 3)), np.ones((3, 3, 3)), {}, r"\(2, 3, 3\).*\(3, 3, 3\)"),
+    (np.zeros(3), np.eye(3), {}, r"\(3,\)"),
+    (np.array([[0.0, np.nan]]), np.eye(2), {}, r"nan"),
+    (np.zeros((1, 2)), np.array([[1.0, np.inf], [np.inf, 1.0]]), {}, r"inf"),
+    (np.zeros((1, 2)), np.array([[1.0, np.nan], [np.nan, 1.0]]), {}, r"nan"),
+    (np.zeros((1, 2)), np.diag([1.0, -2.0]), {}, r"-2\.0"),
+    (np.zeros((1, 2)), np.array([[1.0, 0.5], [0.2, 1.0]]), {}, r"symmetric.*0\.3"),
+    (np.zeros((1, 2)), np.eye(2), {"abseps": 0.0}, r"abseps.*0\.0"),
+    (np.zeros((1, 2)), np.eye(2), {"abseps": -1e-3}, r"abseps.*-0\.001"),
+    (np.zeros((1, 2)), np.eye(2), {"max_samples": 0}, r"max_samples.*0"),
+])
+def test_bad_inputs(z, cov, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mvn_cdf(z, cov, **kwargs)
