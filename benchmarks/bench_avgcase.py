@@ -5,10 +5,11 @@
 Model: PreAct ResNet-18 at full width, `build("resnet18", (3, 32, 32), 10)`, random init with
 its BatchNorm statistics recalibrated on 64 other images (the raw random init predicts one class
 with p_robust = 1 at every point, which would make every CDF trivial), in eval mode.  Points:
-mnist32 test images / 255 (the same ones for every estimator); sigma = 0.1.
+mnist32 test images / 255, the same ones for every estimator; sigma = 0.1; CPU.
 
-Our library runs first, so that the peak RSS after it is its own; then the straightforward
-baselines run on the same points.  Every path is warmed up once on 1-2 points before timing.
+Each of our paths is timed right next to its straightforward baseline (so that a change in the
+machine's other load touches both alike), after warming both up once on 1-2 points.  The model
+paths are timed once; the CDF paths (well under a second) take the median of 3.
 
 1. Table 1: seconds per point of MC n = 10,000 (scaled linearly from the fixed-n MC of 4),
    Taylor and MMSE n = 5.
@@ -19,7 +20,8 @@ baselines run on the same points.  Every path is warmed up once on 1-2 points be
    and adaptive at equal accuracy (>= 2x, either).
 5. mvn_cdf vs the per-point scipy loop on the same z/cov: from the Taylor linearisation and
    random UU^T + 1e-5 I (>= 20x faster, error <= 1e-4 against a high-precision scipy reference).
-6. Peak RSS of the process (target < 2 GiB).
+6. Peak RSS (ru_maxrss) before the autograd-on MC baseline, which alone holds the activations of
+   a whole batch of copies, and at the end (target < 2 GiB).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import argparse
 import os
 import platform
 import resource
+import statistics
 import time
 from functools import partial
 
@@ -48,13 +51,14 @@ REFERENCE = {"maxpts": 1_000_000, "abseps": 1e-6, "releps": 1e-6}  # high-precis
 MEMORY_LIMIT_MIB = 2048
 
 
-def timed(fn):
-    """(wall seconds by perf_counter, process CPU seconds of all threads, the result).  On busy
-    cores the wall time swells with the other load; the CPU time much less, so that it checks
-    the wall-time ratios."""
-    cpu, start = time.process_time(), time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, time.process_time() - cpu, out
+def timed(fn, repeat: int = 1):
+    """(median wall seconds over `repeat` calls, by perf_counter; the last result)."""
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
 
 
 def peak_mib() -> float:
@@ -168,7 +172,7 @@ def plain_mc(model, x, sigma, n, batch_size, seed=0):
 
 def random_gaussians(count, k, rank, seed=0):
     """Random unit rows U (k x rank) per point, cov = UU^T + 1e-5 I, and z spread so that the
-    probabilities cover about (0.005, 0.9)."""
+    probabilities spread over about 0.01 to 0.8."""
     rng = np.random.default_rng(seed)
     u = rng.standard_normal((count, k, rank))
     u /= np.linalg.norm(u, axis=-1, keepdims=True)
@@ -178,9 +182,10 @@ def random_gaussians(count, k, rank, seed=0):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", type=int, default=8, help="points of Taylor/MMSE and baselines")
+    ap.add_argument("--points", type=int, default=8, help="points of Taylor and MMSE (B)")
     ap.add_argument("--mc-points", type=int, default=2, help="points of the MC comparison")
     ap.add_argument("--mc-n", type=int, default=2_000, help="noisy copies per point (MC)")
     ap.add_argument("--mc-batch", type=int, default=256, help="copies per forward pass (MC)")
@@ -199,113 +204,109 @@ def main():
     x_all = as_input(images[:n_all], "cpu")
     x, x_mc, x_cdf = x_all[:args.points], x_all[:args.mc_points], x_all[:args.cdf_points]
     say(f"model: PreAct ResNet-18, full width, random init + BatchNorm statistics of 64 other "
-        f"images, eval mode; points: mnist32 test images [0, {n_all}) / 255, sigma {SIGMA}; "
+        f"images, eval mode; points: mnist32 test images [0, {n_all}) / 255; sigma {SIGMA}; "
         f"predictions of the first {args.points}: {est.predict(model, x)[1].tolist()}")
-    times = {}   # name -> (wall seconds, CPU seconds, points)
+    per = {}   # name -> wall seconds per point
 
-    def run(name, fn, points):
-        wall, cpu, out = timed(fn)
-        times[name] = (wall, cpu, points)
+    def run(name, fn, points, repeat=1):
+        seconds, out = timed(fn, repeat)
+        per[name] = seconds / points
         return out
 
-    def per_point(name, unit=1.0):
-        wall, _, points = times[name]
-        return wall / points * unit
-
-    # -- our library (first, so that the peak RSS after it is its own) --------------------------
-    say(f"\nour library: {args.points} points, MC on the first {args.mc_points}, "
-        f"seconds per point (wall)")
-    est.p_taylor(model, x[:2], SIGMA)                                             # warm-up
+    # -- Taylor ---------------------------------------------------------------------------------
+    say(f"\nTaylor, {args.points} points (seconds per point)")
+    est.p_taylor(model, x[:2], SIGMA)                                              # warm-ups
+    straightforward_taylor(model, x[:2], SIGMA)
     p_taylor = run("taylor", lambda: est.p_taylor(model, x, SIGMA), args.points)
-    say(f"  p_taylor              {per_point('taylor'):8.3f}  p = {np.round(p_taylor, 3)}")
-    est.p_mmse(model, x[:1], SIGMA, MMSE_N)                                       # warm-up
-    p_mmse = run("mmse", lambda: est.p_mmse(model, x, SIGMA, MMSE_N), args.points)
-    say(f"  p_mmse n={MMSE_N}            {per_point('mmse'):8.3f}  p = {np.round(p_mmse, 3)}")
-    mc_kw = {"batch_size": args.mc_batch}
-    est.p_mc(model, x_mc[:1], SIGMA, 32, **mc_kw)                                 # warm-ups
-    est.p_mc(model, x_mc[:1], SIGMA, 32, adaptive=True, **mc_kw)
-    mc_fixed = run("mc", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, **mc_kw), args.mc_points)
-    say(f"  p_mc n={args.mc_n:<6,} fixed   {per_point('mc'):8.3f}  p = {np.round(mc_fixed.p, 4)}")
-    mc_adapt = run("mc_adaptive", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, adaptive=True,
-                                                   **mc_kw), args.mc_points)
-    say(f"  p_mc adaptive         {per_point('mc_adaptive'):8.3f}  p = {np.round(mc_adapt.p, 4)}, "
-        f"copies {mc_adapt.n.tolist()}")
+    say(f"  ours p_taylor                        {per['taylor']:8.3f}  p = {np.round(p_taylor, 3)}")
+    p_sf_taylor, grad_s = run("sf_taylor", lambda: straightforward_taylor(model, x, SIGMA),
+                              args.points)
+    say(f"  full-batch jacobian + scipy loop     {per['sf_taylor']:8.3f}  (jacobian "
+        f"{grad_s / args.points:.3f}, scipy CDF {per['sf_taylor'] - grad_s / args.points:.3f})")
 
-    lin = est.linearised(model, x_cdf)   # the z/cov of section 5 (untimed)
+    # -- MMSE -----------------------------------------------------------------------------------
+    say(f"\nMMSE n={MMSE_N}, {args.points} points (seconds per point)")
+    est.p_mmse(model, x[:1], SIGMA, MMSE_N)                                        # warm-ups
+    straightforward_mmse(model, x[:1], SIGMA, 1)
+    p_mmse = run("mmse", lambda: est.p_mmse(model, x, SIGMA, MMSE_N), args.points)
+    say(f"  ours p_mmse                          {per['mmse']:8.3f}  p = {np.round(p_mmse, 3)}")
+    p_sf_mmse, grad_s = run("sf_mmse", lambda: straightforward_mmse(model, x, SIGMA, MMSE_N),
+                            args.points)
+    say(f"  per-copy jacobians + scipy loop      {per['sf_mmse']:8.3f}  (jacobians "
+        f"{grad_s / args.points:.3f}, scipy CDF {per['sf_mmse'] - grad_s / args.points:.3f})")
+
+    # -- multivariate normal CDF ----------------------------------------------------------------
+    lin = est.linearised(model, x_cdf)   # the Taylor z/cov (untimed)
     sets = {"taylor": (f"Taylor z/cov, {args.cdf_points} points", lin.z(SIGMA), lin.cov),
-            "random": (f"random UU^T+1e-5I, {args.random_points} pts",
+            "random": (f"random UU^T+1e-5I, {args.random_points} points",
                        *random_gaussians(args.random_points, 9, 12))}
     probs = {}
     for key, (label, z, cov) in sets.items():
-        mvn_cdf(z[:2], cov[:2])                                                   # warm-up
-        probs[key] = run(f"cdf_{key}", partial(mvn_cdf, z, cov), len(z))
+        say(f"\nmvn_cdf vs scipy, {label} (ms per point, median of 3)")
+        mvn_cdf(z[:2], cov[:2])                                                    # warm-ups
+        scipy_loop(z[:1], cov[:1], SCIPY)
+        probs[key] = run(f"cdf_{key}", partial(mvn_cdf, z, cov), len(z), 3)
         probs[key + "_loose"] = run(f"cdf_{key}_loose", partial(mvn_cdf, z, cov, abseps=1e-4),
-                                    len(z))
-        say(f"  mvn_cdf, {label}: {per_point(f'cdf_{key}', 1e3):.2f} ms/point (abseps=1e-4: "
-            f"{per_point(f'cdf_{key}_loose', 1e3):.2f}); p in [{probs[key].min():.4f}, "
-            f"{probs[key].max():.4f}], median {np.median(probs[key]):.4f}")
-    peak_library = peak_mib()
-    say(f"  peak RSS so far: {peak_library:,.0f} MiB")
+                                    len(z), 3)
+        probs[key + "_scipy"] = run(f"sf_cdf_{key}", partial(scipy_loop, z, cov, SCIPY), len(z), 3)
+        probs[key + "_ref"] = scipy_loop(z[:args.ref_points], cov[:args.ref_points], REFERENCE)
+        say(f"  ours mvn_cdf {1e3 * per[f'cdf_{key}']:.2f}, with abseps=1e-4 "
+            f"{1e3 * per[f'cdf_{key}_loose']:.2f}, scipy loop {1e3 * per[f'sf_cdf_{key}']:.2f}; "
+            f"p in [{probs[key].min():.4f}, {probs[key].max():.4f}], median "
+            f"{np.median(probs[key]):.4f}")
 
-    # -- straightforward baselines ---------------------------------------------------------------
-    say("\nstraightforward baselines on the same points, seconds per point (wall)")
-    straightforward_taylor(model, x[:2], SIGMA)                                   # warm-up
-    p_sf_taylor, grad_s = run("sf_taylor", lambda: straightforward_taylor(model, x, SIGMA),
-                              args.points)
-    say(f"  Taylor, full-batch jacobian + scipy loop  {per_point('sf_taylor'):8.3f}  (jacobian "
-        f"{grad_s / args.points:.3f}, scipy CDF {per_point('sf_taylor') - grad_s / args.points:.3f})")
-    straightforward_mmse(model, x[:1], SIGMA, 1)                                  # warm-up
-    p_sf_mmse, grad_s = run("sf_mmse", lambda: straightforward_mmse(model, x, SIGMA, MMSE_N),
-                            args.points)
-    say(f"  MMSE n={MMSE_N}, per-copy jacobians + scipy  {per_point('sf_mmse'):8.3f}  (jacobians "
-        f"{grad_s / args.points:.3f}, scipy CDF {per_point('sf_mmse') - grad_s / args.points:.3f})")
-    plain_mc(model, x_mc[:1], SIGMA, 32, args.mc_batch)                           # warm-up
+    # -- Monte Carlo ----------------------------------------------------------------------------
+    say(f"\nMC n={args.mc_n:,}, {args.mc_points} points, batches of {args.mc_batch} copies "
+        f"(seconds per point)")
+    mc_kw = {"batch_size": args.mc_batch}
+    est.p_mc(model, x_mc[:1], SIGMA, 32, **mc_kw)                                  # warm-ups
+    est.p_mc(model, x_mc[:1], SIGMA, 32, adaptive=True, **mc_kw)
+    plain_mc(model, x_mc[:1], SIGMA, 32, args.mc_batch)
+    mc_fixed = run("mc", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, **mc_kw), args.mc_points)
+    say(f"  ours p_mc, fixed n                   {per['mc']:8.3f}  p = {np.round(mc_fixed.p, 4)}")
+    mc_adapt = run("mc_adaptive", lambda: est.p_mc(model, x_mc, SIGMA, args.mc_n, adaptive=True,
+                                                   **mc_kw), args.mc_points)
+    say(f"  ours p_mc, adaptive                  {per['mc_adaptive']:8.3f}  "
+        f"p = {np.round(mc_adapt.p, 4)}, copies {mc_adapt.n.tolist()}")
+    peak_library = peak_mib()
     p_plain = run("sf_mc", lambda: plain_mc(model, x_mc, SIGMA, args.mc_n, args.mc_batch),
                   args.mc_points)
-    say(f"  MC n={args.mc_n:,}, autograd on             {per_point('sf_mc'):8.3f}  "
-        f"p = {np.round(p_plain, 4)}")
-    for key, (label, z, cov) in sets.items():
-        scipy_loop(z[:1], cov[:1], SCIPY)                                         # warm-up
-        probs[key + "_scipy"] = run(f"sf_cdf_{key}", partial(scipy_loop, z, cov, SCIPY), len(z))
-        probs[key + "_ref"] = scipy_loop(z[:args.ref_points], cov[:args.ref_points], REFERENCE)
-        say(f"  scipy loop, {label}: {per_point(f'sf_cdf_{key}', 1e3):.2f} ms/point")
+    say(f"  plain batches, autograd on           {per['sf_mc']:8.3f}  p = {np.round(p_plain, 4)}")
     peak_all = peak_mib()
 
-    # -- summary ---------------------------------------------------------------------------------
-    mc_table = per_point("mc") * TABLE1_MC_N / args.mc_n
+    # -- summary --------------------------------------------------------------------------------
+    mc_table = per["mc"] * TABLE1_MC_N / args.mc_n
     say(f"\n1. Table 1, our library, seconds per point ({args.points} points; MC n=10,000 scaled "
-        f"linearly from fixed n={args.mc_n:,} on {args.mc_points} point(s), batch {args.mc_batch})")
+        f"linearly from fixed n={args.mc_n:,} on {args.mc_points} point(s))")
     say(f"   {'MC n=10,000':12s} {mc_table:9.3f}")
-    say(f"   {'Taylor':12s} {per_point('taylor'):9.3f}   MC / Taylor = {mc_table / per_point('taylor'):,.0f}x")
-    say(f"   {'MMSE n=5':12s} {per_point('mmse'):9.3f}   MC / MMSE   = {mc_table / per_point('mmse'):,.0f}x")
+    say(f"   {'Taylor':12s} {per['taylor']:9.3f}   MC / Taylor = {mc_table / per['taylor']:,.0f}x")
+    say(f"   {'MMSE n=5':12s} {per['mmse']:9.3f}   MC / MMSE   = {mc_table / per['mmse']:,.0f}x")
 
     def compare(num, label, ours, base, target, ok=True, unit=1.0):
-        ratio = times[base][0] / times[ours][0]
-        cpu_ratio = times[base][1] / times[ours][1]
-        digits = ".2f" if unit > 1 else ".3f"
-        verdict_text = verdict(ratio >= target and ok) if target else "(either row)"
-        say(f"{num:3s}{label:42s} {per_point(ours, unit):9{digits}} {per_point(base, unit):11{digits}} "
-            f"{ratio:6.1f}x {cpu_ratio:6.1f}x  >= {target or 2}x  {verdict_text}")
+        ratio = per[base] / per[ours]
+        text = verdict(ratio >= target and ok) if target else "(either row)"
+        fmt = ".2f" if unit > 1 else ".3f"
+        say(f"{num:3s}{label:44s} {unit * per[ours]:9{fmt}} {unit * per[base]:11{fmt}} "
+            f"{ratio:6.1f}x  >= {target or 2}x  {text}")
         return ratio
 
-    say(f"\n   {'s per point (ms for the CDF rows)':42s} {'ours':>9s} {'straightfwd':>11s} "
-        f"{'ratio':>7s} {'(CPU)':>7s}  target")
+    say(f"\n   {'seconds per point (ms in the CDF rows)':44s} {'ours':>9s} {'straightfwd':>11s} "
+        f"{'ratio':>7s}  target")
     compare("2.", f"Taylor ({args.points} points)", "taylor", "sf_taylor", 3)
     say(f"   max |p_ours - p_straightforward| = {np.abs(p_taylor - p_sf_taylor).max():.1e}")
     compare("3.", f"MMSE n=5 ({args.points} points)", "mmse", "sf_mmse", 5)
     say(f"   max |p_ours - p_straightforward| = {np.abs(p_mmse - p_sf_mmse).max():.1e} "
         f"(the same noise)")
-    label = f"MC n={args.mc_n:,} ({args.mc_points} pts, batch {args.mc_batch})"
-    fixed = compare("4.", label + " fixed", "mc", "sf_mc", 0)
-    adaptive = times["sf_mc"][0] / times["mc_adaptive"][0]
-    compare("", label + " adaptive", "mc_adaptive", "sf_mc", 2, ok=max(fixed, adaptive) >= 2)
+    label = f"MC n={args.mc_n:,} ({args.mc_points} points), "
+    fixed = compare("4.", label + "fixed", "mc", "sf_mc", 0)
+    adaptive = per["sf_mc"] / per["mc_adaptive"]
+    compare("", label + "adaptive", "mc_adaptive", "sf_mc", 2, ok=max(fixed, adaptive) >= 2)
     tol = est.equal_accuracy_tol(args.mc_n)
     gap = np.abs(mc_adapt.p - mc_fixed.p).max()
-    say(f"   target: either row >= 2x.  Adaptive: mean copies {mc_adapt.n.mean():,.0f} of "
-        f"{args.mc_n:,}; max |p_adaptive - p_fixed| = {gap:.4f} (99% stop half-width {tol:.4f}, "
-        f"{'within' if gap <= 2 * tol else 'OUTSIDE'} twice that); max |p_fixed - p_autograd| = "
-        f"{np.abs(mc_fixed.p - p_plain).max():.4f} (other noise)")
-    for i, (key, (label, z, cov)) in enumerate(sets.items()):
+    say(f"   target: either row.  Adaptive used {mc_adapt.n.mean():,.0f} copies per point on "
+        f"average (of {args.mc_n:,}); max |p_adaptive - p_fixed| = {gap:.4f}, "
+        f"{'within' if gap <= 2 * tol else 'OUTSIDE'} twice the 99% stop half-width {tol:.4f}")
+    for i, (key, (label, _, _)) in enumerate(sets.items()):
         ref = probs[key + "_ref"]
         err = {k: np.abs(probs[key + k][:len(ref)] - ref).max() for k in ("", "_loose", "_scipy")}
         compare("5." if i == 0 else "", f"mvn_cdf, {label}", f"cdf_{key}", f"sf_cdf_{key}", 20,
@@ -313,12 +314,14 @@ def main():
         compare("", "  the same, mvn_cdf(abseps=1e-4)", f"cdf_{key}_loose", f"sf_cdf_{key}", 20,
                 ok=err["_loose"] <= 1e-4, unit=1e3)
         say(f"   max |ours - scipy| = {np.abs(probs[key] - probs[key + '_scipy']).max():.1e}; "
-            f"error against scipy(maxpts=1e6, abseps=1e-6) on {len(ref)} points: ours "
-            f"{err['']:.1e}, ours at abseps=1e-4 {err['_loose']:.1e}, scipy {err['_scipy']:.1e}")
-    say(f"6. peak RSS {peak_all:,.0f} MiB ({peak_library:,.0f} MiB before the baselines); target "
-        f"< {MEMORY_LIMIT_MIB:,} MiB  {verdict(peak_all < MEMORY_LIMIT_MIB)}")
-    say(f"load average {os.getloadavg()[0]:.2f} at the end; ratio = straightforward / ours wall "
-        f"time, (CPU) = the same in process CPU time, a check when other work shares the cores")
+            f"error on {len(ref)} points against scipy(maxpts=1e6, abseps=1e-6): ours "
+            f"{err['']:.1e}, ours with abseps=1e-4 {err['_loose']:.1e}, scipy {err['_scipy']:.1e}")
+    say(f"6. peak RSS {peak_library:,.0f} MiB before the autograd-on MC baseline (target < "
+        f"{MEMORY_LIMIT_MIB:,} MiB)  {verdict(peak_library < MEMORY_LIMIT_MIB)}; "
+        f"{peak_all:,.0f} MiB at the end, that baseline included  "
+        f"{verdict(peak_all < MEMORY_LIMIT_MIB)}")
+    say(f"load average {os.getloadavg()[0]:.2f} at the end (other load on the cores slows the "
+        f"timings; the ratios compare neighbouring runs)")
 
 
 if __name__ == "__main__":
