@@ -140,7 +140,7 @@ def test_avgcase_results(ran):
                                      "noise_pa_correlation", "errors"]
     cfg = scale_config()["avgcase"]
     models = pd.read_csv(root / "figures/avgcase/models.csv")
-    assert len(models) == 4 and (models.test_accuracy > 0.3).all(), models  # they learned
+    assert len(models) == 4 and (models["test accuracy"] > 0.3).all(), models  # they learned
     linear = pd.read_csv(root / "data/avgcase/estimates/mnist/linear-lam0.csv")
     assert set(linear.estimator) == {"mc", "taylor", "taylor_mvs", "mmse", "mmse_mvs", "softmax",
                                      "linear"}
