@@ -33,6 +33,14 @@ from pabench.core import config as pabench_config
     ("adversarial:\n  figures:\n    examples: [trades2]\n", "adversarial.figures.examples: 'trades2' is not among"),
     ("dg:\n  batch_size: 1000\n", "diagvib.studies.shift_factor.splits.train.n: 320 samples per training "
      "environment, fewer than one batch (dg.batch_size = 1000)"),
+    ("avgcase:\n  models:\n    mnist32: {resnet18_w8: [0, -0.1]}\n",
+     "key 'avgcase.models.mnist32.resnet18_w8.1': -0.1 is less than the minimum of 0"),
+    ("avgcase:\n  sigmas: [0.1, 0]\n", "key 'avgcase.sigmas.1': 0 is less than or equal to the minimum of 0"),
+    ("avgcase:\n  mmse: {n: 0}\n", "key 'avgcase.mmse.n': 0 is less than the minimum of 1"),
+    ("avgcase:\n  main: mnist32/resnet18_w8-lam0.5\n",
+     "avgcase.main: model 'mnist32/resnet18_w8-lam0.5' is not trained"),
+    ("avgcase:\n  models:\n    mnist: {resnet18: [0]}\n",
+     "avgcase.models.mnist.resnet18: ResNets take 3-channel images; mnist has one"),
 ])
 def test_bad_config_is_rejected_by_name(tmp_path, overlay, message):
     (tmp_path / "bad.yaml").write_text(overlay)
