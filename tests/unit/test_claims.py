@@ -41,6 +41,13 @@ def test_claims_are_well_formed():
         assert c.source and c.statement.endswith(".") and c.tables
 
 
+def test_claims_come_in_the_order_of_their_modules_whatever_was_imported_first():
+    modules = claim_modules()
+    ordered = load(modules[::-1])  # every module was imported already, in the other order
+    assert [c.module for c in ordered] == sorted((c.module for c in CLAIMS), key=modules[::-1].index)
+    assert [c.id for c in load(modules[:1])] == [c.id for c in CLAIMS if c.module == modules[0]]
+
+
 def test_verdict_follows_the_numbers():
     weakest = adversarial_table(lambda m, a, e, ar: -ar * (10 if m == "undefended" else 1))
     strongest = adversarial_table(lambda m, a, e, ar: -ar * (0.1 if m == "undefended" else 1))

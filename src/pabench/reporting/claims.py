@@ -25,6 +25,7 @@ class NotEvaluated(Exception):
 
 @dataclass(frozen=True)
 class Claim:
+    module: str
     id: str
     source: str
     statement: str
@@ -37,19 +38,20 @@ CLAIMS: list[Claim] = []
 
 def claim(id: str, source: str, statement: str, *tables: str):
     def register(check):
-        CLAIMS.append(Claim(id, source, statement, tables, check))
+        CLAIMS.append(Claim(check.__module__, id, source, statement, tables, check))
         return check
     return register
 
 
 def load(modules) -> list[Claim]:
-    """Every claim registered by the given claim modules (a paper's `claim_modules`), imported
-    in order; a module imported before registers nothing twice."""
+    """The claims registered by the given claim modules (a paper's `claim_modules`), in the
+    order of the modules, whatever was imported before; a module registers nothing twice."""
     import importlib
 
+    modules = list(modules)
     for module in modules:
         importlib.import_module(module)
-    return list(CLAIMS)
+    return [c for m in modules for c in CLAIMS if c.module == m]
 
 
 def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
