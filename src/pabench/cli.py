@@ -74,7 +74,7 @@ def cmd_avgcase(args) -> int:
     for sigma in sigmas:
         for name in names:
             n = args.n_mc if name == "mc" else args.n_mmse if name.startswith("mmse") else None
-            extra = {"adaptive": args.adaptive} if name == "mc" else {}
+            extra = {"adaptive": args.adaptive, "bfloat16": args.bfloat16} if name == "mc" else {}
             p = estimate(name, model, x, sigma, n=n, temperature=args.temperature, **extra)
             rows.append(pd.DataFrame({"point": range(len(p)), "sigma": sigma, "estimator": name,
                                       "p": p}))
@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--n-mc", type=int, default=10_000, help="MC noisy copies (default 10,000)")
     ac.add_argument("--adaptive", action="store_true",
                     help="MC: stop a point once as exact as n fixed copies at worst")
+    ac.add_argument("--bfloat16", action="store_true",
+                    help="MC: classify the copies under bfloat16 autocast (faster, approximate)")
     ac.add_argument("--n-mmse", type=int, default=5, help="MMSE noisy copies (default 5)")
     ac.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
     ac.add_argument("--key", help="array name inside .npz / .pt files")

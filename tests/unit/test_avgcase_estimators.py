@@ -87,6 +87,23 @@ def test_adaptive_mc_stops_robust_points_early_at_equal_accuracy():
     assert adaptive.n.min() < n / 5 and adaptive.n.max() <= n
     assert np.abs(adaptive.p - exact(model, x, 0.2)).max() <= est.equal_accuracy_tol(n) + 1e-3
     assert adaptive.n.sum() < 0.6 * fixed.n.sum()
+    # A point always classified as t needs log(alpha/2) / log(1 - tol) copies for its interval
+    # to be within tol; rounds sized from the estimate stop within 1.5x of that (doubling: 2x+).
+    sure = adaptive.p == 1
+    need = np.log(0.005) / np.log(1 - est.equal_accuracy_tol(n))
+    assert sure.sum() >= 10 and adaptive.n[sure].max() <= 1.5 * need
+
+
+def test_bfloat16_mc_classifies_the_same_copies_almost_alike():
+    model, x = linear_model()
+    model, x = model.float(), x.float()
+    fp32 = est.p_mc(model, x, 0.3, 2000, seed=4)
+    seen = []
+    model[-1].register_forward_hook(lambda module, inputs, out: seen.append(out.dtype))
+    bf16 = est.p_mc(model, x, 0.3, 2000, seed=4, bfloat16=True)
+    assert torch.bfloat16 in seen   # the copies ran under bfloat16 autocast
+    gap = np.abs(bf16.p - fp32.p)   # the same noise: the share of copies whose class changed
+    assert gap.max() <= 0.02 and gap.mean() <= 0.005
 
 
 def test_softmax_is_the_confidence_in_the_clean_prediction():

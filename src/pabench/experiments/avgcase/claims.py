@@ -103,10 +103,12 @@ def _(errors):
     err = rows.pivot_table(index=["dataset", "model", "sigma"], columns="estimator",
                            values="mean_abs_error")
     _need({"taylor", "mmse"} <= set(err.columns), "no Taylor or MMSE estimates of the linear models")
-    excess = (err[["taylor", "mmse"]].max(axis=1) - err["linear"])
-    worst = excess.idxmax()
-    return bool((excess <= LINEAR_TOLERANCE).all()), (
-        f"largest excess {_f(excess.max())} ({worst[0]}/{worst[1]}, sigma {worst[2]:g}) over "
+    excess = err[["taylor", "mmse"]].sub(err["linear"], axis=0)
+    # Per estimator: MMSE's sampled g carries noise of order 1/sqrt(n) in z even for a linear model.
+    parts = [f"{name} {_f(excess[name].max())} ({w[0]}/{w[1]}, sigma {w[2]:g})"
+             for name in ("taylor", "mmse") for w in [excess[name].idxmax()]]
+    return bool((excess.to_numpy() <= LINEAR_TOLERANCE).all()), (
+        f"largest excess over the exact answer's error: {', '.join(parts)}; "
         f"{len(excess)} (model, sigma)")
 
 

@@ -19,6 +19,7 @@ from pabench.adversarial.models import LeNetCNN, _ResidualNet
 log = logging.getLogger("pabench.avgcase")
 
 ARCHS = ("linear", "cnn", "resnet18", "resnet18_w16", "resnet18_w8")
+_RECALIBRATION_IMAGES = 1024   # training images that set BatchNorm's statistics after each epoch
 
 
 def build(arch: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module:
@@ -26,8 +27,8 @@ def build(arch: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module
     channels, height, width = shape
     if arch == "linear":
         return nn.Sequential(nn.Flatten(), nn.Linear(channels * height * width, num_classes))
-    if arch == "cnn":
-        return LeNetCNN(num_classes, height, in_channels=channels)
+    if arch == "cnn":   # channels-last: 1.3-1.5x faster on CPU, as for the ResNets
+        return LeNetCNN(num_classes, height, in_channels=channels).to(memory_format=torch.channels_last)
     if arch.startswith("resnet18") and arch in ARCHS:
         if channels != 3:
             raise ValueError(f"{arch} takes 3-channel images, got {channels}")
@@ -43,13 +44,45 @@ def as_input(images_u8, device) -> torch.Tensor:
     return x.contiguous(memory_format=torch.channels_last) if x.ndim == 4 else x
 
 
-def loss_terms(model, x, y, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(training loss, mean squared input-gradient norm of the per-example CE)."""
+def step(model, opt, x, y, lam: float) -> tuple[float, float]:
+    """One optimiser step on CE + lambda * ||grad_x CE||^2; returns (loss, mean squared
+    input-gradient norm of the per-example CE).  At lambda = 0 the norm is only logged, so it is
+    read off the one backward pass (x.grad of the mean CE is that gradient / batch size) instead
+    of a second one."""
     x = x.requires_grad_(True)
     ce = F.cross_entropy(model(x), y, reduction="none")
-    (grad,) = torch.autograd.grad(ce.sum(), x, create_graph=lam > 0, retain_graph=True)
-    sq = grad.flatten(1).pow(2).sum(1).mean()
-    return ce.mean() + lam * sq, sq.detach()
+    opt.zero_grad(set_to_none=True)
+    if lam > 0:
+        (grad,) = torch.autograd.grad(ce.sum(), x, create_graph=True)
+        sq = grad.flatten(1).pow(2).sum(1).mean()
+        loss = ce.mean() + lam * sq
+        loss.backward()
+    else:
+        loss = ce.mean()
+        loss.backward()
+        sq = (x.grad * len(x)).flatten(1).pow(2).sum(1).mean()
+    opt.step()
+    return loss.item(), sq.item()
+
+
+def recalibrate_batchnorm(model: nn.Module, images_u8, device, batch: int = 128) -> nn.Module:
+    """Set every BatchNorm's running statistics to the average batch statistics of `images_u8`
+    under the current weights ("precise BN"), and return the model in eval mode.  The running
+    averages of training lag the weights: after 2 quick epochs a ResNet's eval accuracy fell to
+    0.42 with a train-mode loss that was fine, and recalibrating on 1,024 images gave back 0.94."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if norms:
+        momenta = [m.momentum for m in norms]
+        for m in norms:
+            m.reset_running_stats()
+            m.momentum = None   # a cumulative average over the batches below
+        model.train()
+        with torch.no_grad():
+            for i in range(0, len(images_u8), batch):
+                model(as_input(images_u8[i:i + batch], device))
+        for m, momentum in zip(norms, momenta):
+            m.momentum = momentum
+    return model.eval()
 
 
 @torch.inference_mode()
@@ -83,11 +116,9 @@ def train(arch: str, lam: float, train_x, train_y, test_x, test_y, *, epochs: in
         start = time.perf_counter()
         for k in range(steps):
             idx = order[k * batch_size:(k + 1) * batch_size]
-            loss, sq = loss_terms(model, as_input(train_x[idx], device), y_all[idx].to(device), lam)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            total, sq_total = total + loss.item(), sq_total + sq.item()
+            loss, sq = step(model, opt, as_input(train_x[idx], device), y_all[idx].to(device), lam)
+            total, sq_total = total + loss, sq_total + sq
+        recalibrate_batchnorm(model, train_x[order[:_RECALIBRATION_IMAGES]], device)
         row = {"epoch": epoch, "loss": total / steps, "grad_norm": float(np.sqrt(sq_total / steps)),
                "train_accuracy": accuracy(model, train_x, train_y, device),
                "test_accuracy": accuracy(model, test_x, test_y, device),
