@@ -222,8 +222,8 @@ _U_MIN = 1e-7   # float32 keeps ndtri(u) = sqrt(2) erfinv(2u - 1) finite for u i
 def _sov_integrand(lt, bt, kq, w):
     """Genz's integrand prod_i e_i at the sample columns of w, for points with <= kq finite limits.
 
-    In float32 torch: its erfinv/erfc are vectorised and ~8x faster than scipy's float64 ndtri
-    and ndtr, which took ~98% of the time.  The rounding (~1e-7 per factor) and the clamp of u
+    In float32 torch: its vectorised erfinv and erfc measured ~8x and ~3x faster than scipy's
+    float64 ndtri and ndtr, which took ~98% of the time.  The rounding (~1e-7 per factor) and the clamp of u
     (a sample enters [0, 1e-7] with probability 1e-7) are far below the 1e-4 accuracy asked of
     the result; the sums are taken in float64 by the caller.
     """
