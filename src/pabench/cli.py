@@ -121,6 +121,24 @@ def cmd_wandb_dashboard(args) -> int:
     return 0
 
 
+def cmd_corrupt(args) -> int:
+    import numpy as np
+
+    from pabench.core.io import load_array
+    from pabench.datasets.corruptions import ALL_CORRUPTIONS, CORRUPTIONS
+    from pabench.datasets.corruptions.write import write_cifar_c
+
+    images = load_array(args.images, args.key)
+    labels = load_array(args.labels) if args.labels else np.zeros(len(images), np.int64)
+    if images.ndim == 4 and images.shape[1] == 3 and images.shape[-1] != 3:
+        images = images.transpose(0, 2, 3, 1)          # the project's (N, 3, H, W) -> CIFAR-C's
+    names = CORRUPTIONS if args.corruptions == "benchmark" else (
+        ALL_CORRUPTIONS if args.corruptions == "all" else args.corruptions.split(","))
+    paths = write_cifar_c(images, labels, args.out, names, seed=args.seed, workers=args.workers)
+    print(json.dumps({"written": [str(p) for p in paths]}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pabench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,6 +173,18 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--key", help="array name inside .npz / .pt files")
     ac.add_argument("--out", help="write every point's estimate to this CSV")
     ac.set_defaults(func=cmd_avgcase)
+
+    co = sub.add_parser("corrupt", help="write CIFAR-10-C style corruptions of uint8 images in "
+                        "the published layout (<corruption>.npy with severities 1-5, labels.npy)")
+    co.add_argument("images", help="uint8 images (N, H, W, 3) or (N, 3, H, W): .npy, .npz or .pt")
+    co.add_argument("out", help="output folder")
+    co.add_argument("--labels", help="labels (N,) (.npy, .npz, .pt); default zeros")
+    co.add_argument("--key", help="array name of the images inside .npz / .pt files")
+    co.add_argument("--corruptions", default="benchmark",
+                    help="'benchmark' (the 15), 'all' (with the 4 extras) or a comma-separated list")
+    co.add_argument("--seed", type=int, default=0)
+    co.add_argument("--workers", type=int, help="processes (default: all cores)")
+    co.set_defaults(func=cmd_corrupt)
 
     cc = sub.add_parser("check-config", help="validate configuration files (merged in order)")
     cc.add_argument("files", nargs="*")

@@ -1,0 +1,123 @@
+"""Blur corruptions (reference generator's CIFAR parameters); same signature as noise.py."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.ndimage import correlate1d
+
+from pabench.datasets.corruptions.filters import correlate, fold, gaussian
+
+DEFOCUS = ((0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (1, 0.2), (1.5, 0.1))        # (radius, alias sigma)
+GLASS = ((0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2))  # (sigma, delta, iters)
+MOTION = ((6, 1), (6, 1.5), (6, 2), (8, 2), (9, 2.5))                       # (radius, sigma)
+ZOOM_END = (1.06, 1.11, 1.16, 1.21, 1.26)
+GAUSSIAN_BLUR = (0.4, 0.6, 0.7, 0.8, 1.0)
+
+
+def _unit(x):
+    return x.double() / 255
+
+
+def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
+    """The reference's anti-aliased disk: a 17x17 indicator of the disk, normalised, blurred with
+    OpenCV's 3x3 Gaussian of sigma alias_blur (borders mirrored), cropped to its support."""
+    t = np.arange(-8, 9)
+    xx, yy = np.meshgrid(t, t)
+    disk = (xx ** 2 + yy ** 2 <= radius ** 2).astype(np.float64)
+    disk /= disk.sum()
+    g = np.exp(-np.arange(-1, 2) ** 2 / (2 * alias_blur ** 2))
+    g /= g.sum()
+    k = correlate1d(correlate1d(disk, g, axis=0, mode="mirror"), g, axis=1, mode="mirror")
+    rows, cols = np.flatnonzero(k.any(1)), np.flatnonzero(k.any(0))
+    r = max(8 - rows[0], cols[-1] - 8, 8 - cols[0], rows[-1] - 8)   # a centred, odd crop
+    return k[8 - r:9 + r, 8 - r:9 + r].astype(np.float32)
+
+
+def defocus_blur(x, severity, rs):
+    k = disk_kernel(*DEFOCUS[severity - 1])
+    return correlate(_unit(x), k, "mirror").clamp_(0, 1) * 255
+
+
+def gaussian_blur(x, severity, rs):
+    return gaussian(_unit(x), GAUSSIAN_BLUR[severity - 1]).clamp_(0, 1) * 255
+
+
+def glass_blur(x, severity, rs):
+    """Blur, truncate to uint8, displace pixels locally (`displace`), blur again."""
+    sigma, delta, iterations = GLASS[severity - 1]
+    y = (gaussian(_unit(x), sigma) * 255).floor_()
+    h, w = y.shape[-2:]
+    for _ in range(iterations):
+        d = rs.integers(-delta, delta, 2, h - delta - 1, w - delta - 1)
+        y = displace(y, torch.from_numpy(d[:, 1]), torch.from_numpy(d[:, 0]), delta)
+    return gaussian(y / 255, sigma).clamp_(0, 1) * 255
+
+
+def displace(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, delta: int) -> torch.Tensor:
+    """One pass of the reference's pixel "swaps": for h, w from the bottom-right corner down to
+    delta + 1, pixel (h, w) takes the value at (h + dy, w + dx), dy, dx (B, H - delta - 1,
+    W - delta - 1) in [-delta, delta).  Its swap of numpy views copies one way only, and with
+    delta = 1 (all CIFAR severities) every source lies above or to the left, not yet overwritten
+    in that pass: so the pass is one gather."""
+    b, c, h, w = y.shape
+    rows = torch.arange(delta + 1, h)[None, :, None] + dy
+    cols = torch.arange(delta + 1, w)[None, None, :] + dx
+    idx = (rows * w + cols).reshape(b, 1, -1).expand(b, c, -1)
+    out = y.clone()
+    out[:, :, delta + 1:, delta + 1:] = y.reshape(b, c, h * w).gather(2, idx).reshape(b, c, h - delta - 1, w - delta - 1)
+    return out
+
+
+def motion_kernel(radius: float, sigma: float) -> np.ndarray:
+    """ImageMagick's one-sided motion-blur weights: width 2*ceil(radius)+1, exp(-i^2 / 2 sigma^2)."""
+    width = int(2 * math.ceil(radius) + 1)
+    k = np.exp(-np.arange(width) ** 2 / (2 * sigma ** 2))
+    return k / k.sum()
+
+
+def motion_blur_u8(x: torch.Tensor, radius: float, sigma: float, angle_deg: np.ndarray):
+    """ImageMagick's MotionBlurImage on uint8 images (B, C, H, W), one angle per image: tap i reads
+    the pixel at offset (round(i sin a), round(i cos a)) (rows, columns), edges repeated; the sum
+    is rounded to uint8 as ImageMagick writes it."""
+    k = motion_kernel(radius, sigma)
+    b, c, h, w = x.shape
+    a = np.deg2rad(angle_deg)
+    flat = x.double().reshape(b, c, h * w)
+    out = torch.zeros(b, c, h * w, dtype=torch.float64)
+    rows, cols = torch.arange(h)[None, :, None], torch.arange(w)[None, None, :]
+    for i, weight in enumerate(k):
+        dy = torch.from_numpy(np.ceil(i * np.sin(a) - 0.5).astype(np.int64))[:, None, None]
+        dx = torch.from_numpy(np.ceil(i * np.cos(a) - 0.5).astype(np.int64))[:, None, None]
+        idx = fold(rows + dy, h, "nearest") * w + fold(cols + dx, w, "nearest")
+        out += weight * flat.gather(2, idx.reshape(b, 1, -1).expand(b, c, -1))
+    return out.round_().reshape(b, c, h, w)
+
+
+def motion_blur(x, severity, rs):
+    radius, sigma = MOTION[severity - 1]
+    return motion_blur_u8(x, radius, sigma, rs.between(-45, 45, 1)[:, 0])
+
+
+def clipped_zoom(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """The reference's clipped_zoom: crop the centre ceil(h / factor) square, scipy.ndimage.zoom
+    it (order 1, output side round(side * factor), corners aligned), keep the centre h x h."""
+    h = x.shape[-1]
+    ch = int(np.ceil(h / factor))
+    top = (h - ch) // 2
+    side = int(round(ch * factor))
+    z = F.interpolate(x[..., top:top + ch, top:top + ch], size=(side, side), mode="bilinear",
+                      align_corners=True)
+    trim = (side - h) // 2
+    return z[..., trim:trim + h, trim:trim + h]
+
+
+def zoom_blur(x, severity, rs):
+    factors = np.arange(1, ZOOM_END[severity - 1], 0.01)
+    x = x.float() / 255
+    out = torch.zeros_like(x)
+    for f in factors:
+        out += clipped_zoom(x, f)
+    return ((x + out) / (len(factors) + 1)).clamp_(0, 1) * 255

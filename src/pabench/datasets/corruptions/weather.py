@@ -1,0 +1,123 @@
+"""Weather corruptions (reference generator's CIFAR parameters); same signature as noise.py."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pabench.datasets.corruptions.blur import clipped_zoom, motion_blur_u8
+from pabench.datasets.corruptions.filters import gaussian
+from pabench.datasets.corruptions.frost import frost_textures
+
+# (mean, std, zoom, threshold, blur radius, blur sigma, blend)
+SNOW = ((0.1, 0.2, 1, 0.6, 8, 3, 0.95), (0.1, 0.2, 1, 0.5, 10, 4, 0.9),
+        (0.15, 0.3, 1.75, 0.55, 10, 4, 0.9), (0.25, 0.3, 2.25, 0.6, 12, 6, 0.85),
+        (0.3, 0.3, 1.25, 0.65, 14, 12, 0.8))
+FROST = ((1, 0.2), (1, 0.3), (0.9, 0.4), (0.85, 0.4), (0.75, 0.45))   # (image, frost) weights
+FOG = ((0.2, 3), (0.5, 3), (0.75, 2.5), (1, 2), (1.5, 1.75))         # (strength, decay)
+# (mean, std, blur sigma, threshold, intensity, mud?)
+SPATTER = ((0.62, 0.1, 0.7, 0.7, 0.5, 0), (0.65, 0.1, 0.8, 0.7, 0.5, 0),
+           (0.65, 0.3, 1, 0.69, 0.5, 0), (0.65, 0.1, 0.7, 0.69, 0.6, 1),
+           (0.65, 0.1, 0.5, 0.68, 0.6, 1))
+_GRAY = torch.tensor([0.299, 0.587, 0.114]).reshape(1, 3, 1, 1)      # OpenCV's RGB2GRAY
+
+
+def snow(x, severity, rs):
+    mean, std, zoom, threshold, radius, sigma, blend = SNOW[severity - 1]
+    x = x.float() / 255
+    b, _, h, w = x.shape
+    layer = (mean + std * rs.normal(h, w)).unsqueeze(1)
+    layer = clipped_zoom(layer, zoom)
+    layer[layer < threshold] = 0
+    layer_u8 = (layer.clamp(0, 1) * 255).floor_()      # astype(np.uint8) before ImageMagick
+    layer = motion_blur_u8(layer_u8, radius, sigma, rs.between(-135, -45, 1)[:, 0]).float() / 255
+    gray = (x * _GRAY).sum(1, keepdim=True)
+    x = blend * x + (1 - blend) * torch.maximum(x, gray * 1.5 + 0.5)
+    return (x + layer + layer.flip(-2, -1)).clamp_(0, 1) * 255
+
+
+def frost(x, severity, rs):
+    """The image blended with a random 32x32 crop of one of five frost textures.  The reference
+    crops photographs (indices from randint(5): five of its six files); ours are procedural."""
+    w_image, w_frost = FROST[severity - 1]
+    textures = frost_textures()                     # (5, 3, S, S) float, 0..255
+    b, _, h, w = x.shape
+    pick = rs.integers(0, len(textures), 1)[:, 0]
+    side = textures.shape[-1]
+    top, left = rs.integers(0, side - h, 1)[:, 0], rs.integers(0, side - w, 1)[:, 0]
+    rows = torch.from_numpy(top)[:, None] + torch.arange(h)
+    cols = torch.from_numpy(left)[:, None] + torch.arange(w)
+    crops = textures[torch.from_numpy(pick)[:, None, None, None], torch.arange(3)[None, :, None, None],
+                     rows[:, None, :, None], cols[:, None, None, :]]
+    return (w_image * x.double() + w_frost * crops).clamp_(0, 255)
+
+
+def plasma_fractal(rs, batch: int, size: int = 32, decay: float = 3.0) -> torch.Tensor:
+    """The reference's diamond-square plasma, batched, normalised to [0, 1] per map.  Its random
+    term is wibble * U(-wibble, wibble) (the square of the current wibble), kept as is."""
+    m = torch.zeros(batch, size, size, dtype=torch.float64)
+    step, wibble = size, 100.0
+
+    def wibbled(a):
+        return a / 4 + wibble * torch.from_numpy(rs.between(-wibble, wibble, *a.shape[1:]))
+
+    while step >= 2:
+        half = step // 2
+        corners = m[:, 0::step, 0::step]
+        square = corners + corners.roll(-1, 1)
+        square = square + square.roll(-1, 2)
+        m[:, half::step, half::step] = wibbled(square)
+        centres, corners = m[:, half::step, half::step], m[:, 0::step, 0::step]
+        m[:, 0::step, half::step] = wibbled(centres + centres.roll(1, 1) + corners + corners.roll(-1, 2))
+        m[:, half::step, 0::step] = wibbled(centres + centres.roll(1, 2) + corners + corners.roll(-1, 1))
+        step //= 2
+        wibble /= decay
+    flat = m.reshape(batch, -1)
+    flat = flat - flat.min(1, keepdim=True).values
+    return (flat / flat.max(1, keepdim=True).values).reshape(batch, size, size)
+
+
+def fog(x, severity, rs):
+    strength, decay = FOG[severity - 1]
+    x = x.double() / 255
+    b, _, h, w = x.shape
+    top = x.reshape(b, -1).max(1).values.reshape(b, 1, 1, 1)
+    size = 1 << (max(h, w) - 1).bit_length()     # the reference's map size, a power of 2
+    x = x + strength * plasma_fractal(rs, b, size, decay)[:, None, :h, :w]
+    return (x * top / (top + strength)).clamp_(0, 1) * 255
+
+
+def spatter(x, severity, rs):
+    """Liquid (severities 1-3) or mud (4-5) blobs from a thresholded, blurred noise layer.  The mud
+    branch follows the reference exactly; the liquid branch replaces OpenCV's Canny, distance
+    transform and histogram equalisation with the simpler steps in `_liquid_shading`."""
+    mean, std, sigma, threshold, intensity, mud = SPATTER[severity - 1]
+    x = x.float() / 255
+    b, _, h, w = x.shape
+    layer = gaussian((mean + std * rs.normal(h, w)).double().unsqueeze(1), sigma)
+    layer[layer < threshold] = 0
+    if mud:
+        m = gaussian((layer > threshold).double(), intensity).float()
+        m[m < 0.8] = 0
+        colour = torch.tensor([63, 42, 20]).reshape(1, 3, 1, 1) / 255
+        return (x * (1 - m) + colour * m).clamp_(0, 1) * 255
+    m = _liquid_shading(layer)
+    colour = torch.tensor([175, 238, 238]).reshape(1, 3, 1, 1) / 255
+    return (x + intensity * m * colour).clamp_(0, 1) * 255
+
+
+def _liquid_shading(layer: torch.Tensor) -> torch.Tensor:
+    """Per-image shading of the liquid layer in [0, 1]: the layer (as uint8) times a smoothed
+    distance-to-edge map, normalised by its maximum (the reference's final steps)."""
+    from scipy.ndimage import distance_transform_edt
+
+    u8 = (layer * 255).floor().clamp(0, 255)
+    edges = (u8 > 0).numpy()
+    inner = np.zeros_like(edges)
+    inner[..., 1:-1, 1:-1] = edges[..., :-2, 1:-1] & edges[..., 2:, 1:-1] & edges[..., 1:-1, :-2] & edges[..., 1:-1, 2:]
+    boundary = edges & ~inner
+    # A huge spacing along the batch axis keeps each image's distances to its own edges.
+    dist = distance_transform_edt(~boundary[:, 0], sampling=(1e6, 1, 1))[:, None]
+    dist = gaussian(torch.from_numpy(np.minimum(dist, 20.0)), 1.0, mode="mirror")
+    m = (u8 * dist).float()
+    top = m.reshape(len(m), -1).max(1).values.clamp_min(1e-12).reshape(-1, 1, 1, 1)
+    return m / top

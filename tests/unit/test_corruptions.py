@@ -1,0 +1,283 @@
+"""The corruption generator: each vectorised corruption against a per-image computation of the
+reference formula with scipy / Pillow / colorsys, determinism per image, bad input, and the
+CIFAR-10-C layout writer."""
+import colorsys
+import io
+from pathlib import Path
+
+import foolbox
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from scipy import ndimage
+
+from pabench.datasets.corruptions import ALL_CORRUPTIONS, CORRUPTIONS, SEVERITIES, corrupt
+from pabench.datasets.corruptions import blur, digital, noise, weather
+from pabench.datasets.corruptions.filters import bilinear
+from pabench.datasets.corruptions.rng import Streams
+from pabench.datasets.corruptions.write import write_cifar_c
+
+
+@pytest.fixture(scope="module")
+def cifar():
+    """The 20 real CIFAR-10 test images that ship with foolbox, (20, 32, 32, 3) uint8."""
+    files = sorted((Path(foolbox.__file__).parent / "data").glob("cifar10_*.png"))
+    return np.stack([np.asarray(Image.open(f).convert("RGB")) for f in files])
+
+
+def planar(images):
+    return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
+
+
+def streams(n, name="t", severity=1):
+    return Streams(0, name, severity, np.arange(n))
+
+
+# --- determinism and bad input ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL_CORRUPTIONS)
+def test_every_corruption_is_deterministic_per_image_whatever_the_batching(cifar, name):
+    for severity in (1, 5):
+        whole = corrupt(cifar[:8], name, severity, seed=3)
+        parts = np.concatenate([corrupt(cifar[:3], name, severity, seed=3),
+                                corrupt(cifar[3:8], name, severity, seed=3, start=3)])
+        assert whole.dtype == np.uint8 and whole.shape == cifar[:8].shape
+        np.testing.assert_array_equal(whole, parts)
+        assert (whole != cifar[:8]).any(), "a corruption that changes nothing"
+
+
+def test_seeds_and_severities_give_different_draws(cifar):
+    a = corrupt(cifar[:4], "gaussian_noise", 3, seed=0)
+    assert (a != corrupt(cifar[:4], "gaussian_noise", 3, seed=1)).any()
+    noise_std = [(corrupt(cifar, "gaussian_noise", s).astype(float) - cifar).std() for s in SEVERITIES]
+    assert noise_std == sorted(noise_std)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"name": "fros"}, "unknown corruption 'fros'"),
+    ({"severity": 0}, "severity must be one of"),
+    ({"severity": 6}, "severity must be one of"),
+    ({"severity": True}, "severity must be one of"),
+])
+def test_bad_names_and_severities_are_refused(cifar, kwargs, match):
+    args = {"name": "fog", "severity": 2} | kwargs
+    with pytest.raises(ValueError, match=match):
+        corrupt(cifar[:2], **args)
+
+
+def test_bad_images_are_refused(cifar):
+    with pytest.raises(ValueError, match="uint8"):
+        corrupt(cifar[:2].astype(np.float32), "fog", 1)
+    with pytest.raises(ValueError, match=r"\(N, H, W, 3\)"):
+        corrupt(cifar[:2].transpose(0, 3, 1, 2), "fog", 1)
+
+
+# --- against per-image computations of the reference formulas --------------------------------
+
+def test_gaussian_blur_is_scipys_gaussian_filter_with_nearest_borders(cifar):
+    for severity, sigma in zip(SEVERITIES, blur.GAUSSIAN_BLUR):
+        ours = blur.gaussian_blur(planar(cifar), severity, None).numpy().transpose(0, 2, 3, 1)
+        ref = np.stack([np.clip(ndimage.gaussian_filter(im / 255.0, (sigma, sigma, 0), mode="nearest"),
+                                0, 1) * 255 for im in cifar])
+        np.testing.assert_allclose(ours, ref, atol=1e-6)
+
+
+def test_defocus_blur_is_a_mirrored_correlation_with_the_antialiased_disk(cifar):
+    k = blur.disk_kernel(0.3, 0.4)                       # radius < 1: only the 3x3 Gaussian
+    g = np.exp(-np.arange(-1, 2) ** 2 / (2 * 0.4 ** 2))
+    np.testing.assert_allclose(k, np.outer(g, g) / np.outer(g, g).sum(), rtol=1e-6)
+    for severity, (radius, alias) in zip(SEVERITIES, blur.DEFOCUS):
+        kernel = blur.disk_kernel(radius, alias).astype(np.float64)
+        assert abs(kernel.sum() - 1) < 1e-6
+        ours = blur.defocus_blur(planar(cifar), severity, None).numpy().transpose(0, 2, 3, 1)
+        ref = np.stack([np.clip(np.stack([ndimage.correlate(im[..., c] / 255.0, kernel, mode="mirror")
+                                          for c in range(3)], -1), 0, 1) * 255 for im in cifar])
+        np.testing.assert_allclose(ours, ref, atol=1e-4)
+
+
+def test_clipped_zoom_is_scipys_zoom_of_the_centre(cifar):
+    x = planar(cifar).double() / 255
+    for factor in (1.01, 1.05, 1.13, 1.26, 1.75, 2.25):
+        ours = blur.clipped_zoom(x, factor).numpy()
+        ch = int(np.ceil(32 / factor))
+        top = (32 - ch) // 2
+        for i in (0, 7):
+            z = ndimage.zoom(x[i, :, top:top + ch, top:top + ch].numpy(), (1, factor, factor), order=1)
+            trim = (z.shape[1] - 32) // 2
+            np.testing.assert_allclose(ours[i], z[:, trim:trim + 32, trim:trim + 32], atol=1e-9)
+
+
+def test_glass_displacement_matches_the_reference_loop_of_view_swaps():
+    rng = np.random.default_rng(0)
+    y = torch.from_numpy(rng.integers(0, 256, (2, 3, 32, 32)).astype(np.float64))
+    d = rng.integers(-1, 1, (2, 2, 30, 30))
+    ours = blur.displace(y, torch.from_numpy(d[:, 1]), torch.from_numpy(d[:, 0]), 1).numpy()
+    for b in range(2):
+        img = y[b].numpy().transpose(1, 2, 0).copy()          # the reference works on (H, W, C)
+        for h in range(31, 1, -1):
+            for w in range(31, 1, -1):
+                dx, dy = d[b, 0, h - 2, w - 2], d[b, 1, h - 2, w - 2]
+                img[h, w], img[h + dy, w + dx] = img[h + dy, w + dx], img[h, w]
+        np.testing.assert_array_equal(ours[b], img.transpose(2, 0, 1))
+
+
+def test_motion_blur_at_angle_zero_trails_along_the_row_with_edges_repeated():
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.integers(0, 256, (1, 3, 8, 12)).astype(np.uint8))
+    k = blur.motion_kernel(6, 2)
+    assert len(k) == 13 and abs(k.sum() - 1) < 1e-12
+    out = blur.motion_blur_u8(x, 6, 2, np.array([0.0])).numpy()[0]
+    xi = x.numpy()[0].astype(float)
+    cols = np.minimum(np.arange(12)[:, None] + np.arange(13)[None, :], 11)      # (col, tap)
+    ref = np.floor((xi[:, :, cols] * k).sum(-1) + 0.5)
+    np.testing.assert_array_equal(out, ref)
+    flat = torch.full((1, 3, 8, 8), 77, dtype=torch.uint8)
+    assert (blur.motion_blur_u8(flat, 9, 2.5, np.array([33.0])) == 77).all()
+
+
+@pytest.mark.parametrize("mode, scipy_mode", [("nearest", "nearest"), ("mirror", "mirror"),
+                                              ("reflect", "reflect")])
+def test_bilinear_sampling_matches_scipy_map_coordinates(mode, scipy_mode):
+    rng = np.random.default_rng(2)
+    img = rng.random((2, 3, 9, 11))
+    rows, cols = rng.uniform(-4, 13, (2, 5, 6)), rng.uniform(-4, 15, (2, 5, 6))
+    ours = bilinear(torch.from_numpy(img), torch.from_numpy(rows), torch.from_numpy(cols), mode)
+    for b in range(2):
+        for c in range(3):
+            ref = ndimage.map_coordinates(img[b, c], [rows[b], cols[b]], order=1, mode=scipy_mode)
+            np.testing.assert_allclose(ours[b, c].numpy(), ref, atol=1e-12)
+
+
+def test_pixelate_is_pillows_box_resize_down_and_up(cifar):
+    for severity, c in zip(SEVERITIES, digital.PIXELATE):
+        ours = corrupt(cifar, "pixelate", severity)
+        side = int(32 * c)
+        ref = np.stack([np.asarray(Image.fromarray(im).resize((side, side), Image.BOX)
+                                   .resize((32, 32), Image.BOX)) for im in cifar])
+        diff = np.abs(ours.astype(int) - ref)
+        assert diff.max() <= 1 and (diff > 0).mean() < 0.01
+
+
+def test_jpeg_is_close_to_libjpeg_through_pillow(cifar):
+    for severity, quality in zip(SEVERITIES, digital.JPEG):
+        ours = corrupt(cifar, "jpeg_compression", severity).astype(int)
+        ref = []
+        for im in cifar:
+            buf = io.BytesIO()
+            Image.fromarray(im).save(buf, "JPEG", quality=quality)
+            ref.append(np.asarray(Image.open(buf)))
+        diff = np.abs(ours - np.stack(ref))
+        # Our float DCT against libjpeg's integer one: a coefficient near a rounding boundary
+        # may quantise the other way (measured: mean 0.18-0.38 levels, 99th percentile 4-7).
+        assert diff.mean() < 0.5 and np.percentile(diff, 99) <= 8, (quality, diff.mean())
+        assert np.abs(ours - cifar).mean() > 10 * diff.mean()
+
+
+def test_brightness_and_saturate_are_the_hsv_round_trips(cifar):
+    pixels = cifar[:2].reshape(-1, 3) / 255.0
+    pixels[:5] = [0, 0, 0]                                 # black and grey pixels: edge cases
+    pixels[5:10] = 0.5
+    images = np.round(pixels * 255).astype(np.uint8).reshape(2, 32, 32, 3)
+    hsv = [colorsys.rgb_to_hsv(*p) for p in images.reshape(-1, 3) / 255.0]
+    for severity in (1, 5):
+        c = digital.BRIGHTNESS[severity - 1]
+        ref = [colorsys.hsv_to_rgb(h, s, min(v + c, 1)) for h, s, v in hsv]
+        ours = digital.brightness(planar(images), severity, None).numpy().transpose(0, 2, 3, 1)
+        np.testing.assert_allclose(ours.reshape(-1, 3), np.array(ref) * 255, atol=1e-6)
+    for severity, (f, shift) in zip(SEVERITIES, digital.SATURATE):   # 4, 5: greys turn red
+        ref = [colorsys.hsv_to_rgb(h, min(max(s * f + shift, 0), 1), v) for h, s, v in hsv]
+        ours = digital.saturate(planar(images), severity, None).numpy().transpose(0, 2, 3, 1)
+        np.testing.assert_allclose(ours.reshape(-1, 3), np.array(ref) * 255, atol=1e-6)
+
+
+def test_contrast_scales_each_channel_around_its_mean(cifar):
+    ours = digital.contrast(planar(cifar), 2, None).numpy().transpose(0, 2, 3, 1)
+    x = cifar / 255.0
+    m = x.mean((1, 2), keepdims=True)
+    np.testing.assert_allclose(ours, np.clip((x - m) * 0.5 + m, 0, 1) * 255, atol=1e-9)
+
+
+def test_noise_draws_have_the_stated_distributions():
+    grey = torch.full((400, 3, 32, 32), 128, dtype=torch.uint8)
+    g = noise.gaussian_noise(grey, 5, streams(400)).numpy() / 255 - 128 / 255
+    assert abs(g.std() - 0.10) < 0.002 and abs(g.mean()) < 0.002
+    for level in (3, 128):
+        x = torch.full((200, 3, 32, 32), level, dtype=torch.uint8)
+        k = (noise.shot_noise(x, 4, streams(200)).numpy() / 255 * 75).round()   # 75 photons
+        lam = level / 255 * 75
+        assert abs(k.mean() - lam) < 0.02 * lam + 0.01 and abs(k.var() - lam) < 0.05 * lam + 0.01
+    out = noise.impulse_noise(grey, 5, streams(400)).numpy()
+    changed = out != 128
+    assert abs(changed.mean() - 0.07) < 0.002
+    assert abs((out[changed] == 255).mean() - 0.5) < 0.02 and set(np.unique(out)) == {0, 128, 255}
+
+
+def test_fog_plasma_is_normalised_and_frost_blends_the_textures(cifar):
+    maps = weather.plasma_fractal(streams(5), 5, 32, 2.0)
+    assert maps.shape == (5, 32, 32)
+    assert (maps.amin((1, 2)) == 0).all() and (maps.amax((1, 2)) == 1).all()
+    assert not torch.equal(maps[0], maps[1])
+    out = weather.frost(planar(cifar), 5, streams(20)).numpy()
+    residual = (out - 0.75 * planar(cifar).numpy()) / 0.45   # the crop of a texture, where unclipped
+    ok = out < 255
+    assert residual[ok].min() >= -1e-9 and residual[ok].max() <= 255 + 1e-9
+
+
+# --- the CIFAR-10-C layout --------------------------------------------------------------------
+
+def test_writer_makes_the_published_layout_the_same_for_any_split(cifar, tmp_path):
+    labels = np.arange(20) % 10
+    names = ["fog", "glass_blur"]
+    write_cifar_c(cifar, labels, tmp_path / "a", names, workers=1, chunk=7, progress=False)
+    write_cifar_c(cifar, labels, tmp_path / "b", names, workers=2, chunk=20, progress=False)
+    for name in names:
+        a = np.load(tmp_path / "a" / f"{name}.npy")
+        assert a.shape == (100, 32, 32, 3) and a.dtype == np.uint8
+        np.testing.assert_array_equal(a, np.load(tmp_path / "b" / f"{name}.npy"))
+        for s in SEVERITIES:                            # severity s is block s - 1
+            np.testing.assert_array_equal(a[(s - 1) * 20:s * 20], corrupt(cifar, name, s))
+    np.testing.assert_array_equal(np.load(tmp_path / "a" / "labels.npy"), np.tile(labels, 5))
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["fog.npy", "glass_blur.npy", "labels.npy"]
+
+
+def test_writer_refuses_bad_input_and_leaves_nothing_half_written(cifar, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="unknown corruption 'smog'"):
+        write_cifar_c(cifar, np.zeros(20), tmp_path, ["fog", "smog"], progress=False)
+    with pytest.raises(ValueError, match="labels must have shape"):
+        write_cifar_c(cifar, np.zeros(3), tmp_path, ["fog"], progress=False)
+    import pabench.datasets.corruptions.write as write
+
+    def broken(images, name, severity, seed, start):
+        if severity == 4:
+            raise RuntimeError("killed")
+        return corrupt(images, name, severity, seed, start=start)
+
+    monkeypatch.setattr(write, "corrupt", broken)
+    with pytest.raises(RuntimeError, match="killed"):
+        write_cifar_c(cifar, np.zeros(20), tmp_path / "c", ["contrast"], workers=1, progress=False)
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["labels.npy"]
+
+
+def test_cli_writes_the_layout_and_names_a_bad_corruption(cifar, tmp_path, capsys):
+    from pabench.cli import main
+
+    np.save(tmp_path / "images.npy", cifar[:4].transpose(0, 3, 1, 2))      # the project's layout
+    np.save(tmp_path / "labels.npy", np.arange(4))
+    assert main(["corrupt", str(tmp_path / "images.npy"), str(tmp_path / "out"), "--labels",
+                 str(tmp_path / "labels.npy"), "--corruptions", "contrast,fog", "--workers", "1"]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "fog.npy")[8:12], corrupt(cifar[:4], "fog", 3))
+    assert main(["corrupt", str(tmp_path / "images.npy"), str(tmp_path / "bad"),
+                 "--corruptions", "fog,hail"]) != 0
+    assert "unknown corruption 'hail'" in capsys.readouterr().err
+    assert not (tmp_path / "bad" / "fog.npy").exists()
+
+
+def test_sample_grid_shows_every_corruption_and_severity(cifar, tmp_path):
+    from pabench.experiments.oodrb.figures import corruption_grid
+
+    table = corruption_grid(cifar, tmp_path / "grid.png", names=["fog", "pixelate"], per_row=1)
+    assert Image.open(tmp_path / "grid.png").size[0] > 100
+    assert list(table.corruption) == ["fog"] * 5 + ["pixelate"] * 5 and list(table.severity) == [1, 2, 3, 4, 5] * 2
+    fog = table[table.corruption == "fog"].mean_abs_change.to_numpy()
+    assert (fog > 0).all() and fog[-1] > fog[0]
