@@ -35,3 +35,4 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_job_overhead.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_avgcase.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_corruptions.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_mm5.py

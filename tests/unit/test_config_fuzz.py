@@ -97,6 +97,10 @@ def cases():
 ALLOWED = {
     ("empty list", ("adversarial", "robustbench")),  # no RobustBench models: the offline default
     ("empty list", ("avgcase", "class_bias")),        # no Figure 4
+    ("empty list", ("oodrb", "corruptions")),         # natural shifts only
+    ("empty list", ("oodrb", "natural")),             # corruptions only (no Figure 5)
+    ("empty list", ("oodrb", "threats")),             # no threat shifts (no Figure 4)
+    ("empty list", ("oodrb", "table3", "models")),    # no Table 3
 }
 CASES = [c for c in cases() if (c[0], c[1]) not in ALLOWED]
 

@@ -358,3 +358,25 @@ def test_runs_on_cuda_like_on_cpu(digits_model):
     assert gpu.x_adv.device.type == "cuda" and gpu.robust.device.type == "cuda"
     assert abs(gpu.robust_accuracy - cpu.robust_accuracy) <= 0.01
     assert _norms(gpu.x_adv.cpu() - x)["Linf"].max().item() <= 0.15 * (1 + 1e-5)
+
+
+def test_early_stop_gives_the_same_robust_flags_with_fewer_passes():
+    """early_stop drops broken points from their runs: identical robust flags (points never
+    interact, the random starts are the same), adversarial examples still misclassified and
+    within eps, and fewer gradient evaluations on a model that breaks easily."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 10))
+    x = torch.rand(64, 3, 4, 4)
+    y = model(x).argmax(1)  # every point correct when clean
+    y[::3] = (y[::3] + 1) % 10  # and some misclassified from the start
+    for eps in (0.02, 0.1):
+        full = mm_attack(model, x, y, eps, n_targets=3, n_iter=12, batch_size=20)
+        fast = mm_attack(model, x, y, eps, n_targets=3, n_iter=12, batch_size=20, early_stop=True)
+        assert torch.equal(full.robust, fast.robust)
+        assert fast.grad_evals <= full.grad_evals
+        broken = ~fast.robust
+        with torch.no_grad():
+            assert (model(fast.x_adv[broken]).argmax(1) != y[broken]).all()
+        assert (fast.x_adv - x).abs().max() <= eps + 1e-6
+    assert fast.grad_evals < full.grad_evals  # at the larger eps most points break early

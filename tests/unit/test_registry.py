@@ -10,6 +10,7 @@ import yaml
 from conftest import REPO, scale_config
 from pabench.core import resources
 from pabench.experiments.avgcase import plan as avg_plan
+from pabench.experiments.oodrb import plan as oodrb_plan
 from pabench.papers import PAPERS
 from pabench.reporting.registry import claim_modules
 from pabench.reporting import registry
@@ -84,7 +85,8 @@ def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
 
 def test_planning_the_workflow_imports_no_torch():
     code = ("import sys, pabench.papers, pabench.core.config, pabench.experiments.dg.plan, "
-            "pabench.experiments.adversarial.plan\nprint('torch' in sys.modules)")
+            "pabench.experiments.adversarial.plan, pabench.experiments.oodrb.plan, "
+            "pabench.experiments.oodrb.checks\nprint('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -92,6 +94,7 @@ def test_planning_the_workflow_imports_no_torch():
 def _workflow_rules() -> set[str]:
     text = "".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
     looped = {f"avg_{kind}" for kind in avg_plan.EVALUATIONS}  # avgcase.smk makes these in a loop
+    looped |= {f"oodrb_{kind}" for kind in oodrb_plan.RESULTS}  # and oodrb.smk these
     return set(re.findall(r"^rule (\w+):", text, flags=re.M)) | {"timings"} | looped
 
 
@@ -154,6 +157,13 @@ def test_schema_enums_match_the_code():
     assert _enum(props["diagvib"]["properties"], "image_size") == list(IMAGE_SIZES)
     assert _enum(props["toy"]["properties"]["bernoulli"]["properties"]["solvers"], "items") == list(SOLVERS)
     assert _enum(props["wandb"]["properties"], "mode") == list(MODES)
+    from pabench.datasets.corruptions import ALL_CORRUPTIONS
+    from pabench.experiments.oodrb import plan as oodrb
+
+    o = props["oodrb"]["properties"]
+    assert set(_enum(o["corruptions"], "items")) == set(ALL_CORRUPTIONS)
+    assert set(_enum(o["natural"], "items")) == {n for names in oodrb.NATURAL.values() for n in names}
+    assert _enum(o["threats"]["items"]["properties"], "kind") == list(oodrb.THREAT_KINDS)
 
 
 def test_resources_are_derived_from_a_runs_timing_table(tmp_path):

@@ -12,7 +12,8 @@ from pabench.tracking import offline_runs
 
 PA = PAPERS["pa"].enabled(scale_config())
 AVG = PAPERS["avgcase"].enabled(scale_config())
-FIGURES = [path for entry in PA + AVG for path in entry.outputs().values()]
+OODRB = PAPERS["oodrb"].enabled(scale_config())
+FIGURES = [path for entry in PA + AVG + OODRB for path in entry.outputs().values()]
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           "diagvib_split": "diagvib", "diagvib_ass": "diagvib", "shift_ratio_views": "diagvib",
           "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
@@ -22,7 +23,9 @@ GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           **{rule: "avgcase" for rule in ("avg_data", "avg_train", "avg_estimates", "avg_noise_pa",
                                           "avg_convergence", "avg_case_study", "avg_runtime",
                                           "avg_table")},
-          **{entry.rule: entry.experiment for entry in PA + AVG}}
+          **{rule: "oodrb" for rule in ("oodrb_data", "oodrb_shift", "oodrb_train", "oodrb_shifts",
+                                        "oodrb_attacks", "oodrb_table")},
+          **{entry.rule: entry.experiment for entry in PA + AVG + OODRB}}
 
 pytestmark = pytest.mark.workflow
 
@@ -155,6 +158,29 @@ def test_avgcase_results(ran):
     assert len(noise) == 4 * len(cfg["sigmas"]) and np.isfinite(noise.logpa).all()
     runtime = pd.read_csv(root / "figures/avgcase/table1.csv")
     assert set(runtime.estimator) >= {"mc", "taylor", "mmse"}
+
+
+def test_oodrb_results(ran):
+    root, _ = ran
+    cfg = scale_config()["oodrb"]
+    assert {e.name for e in OODRB} >= {"table1", "fig1", "fig2", "fig3", "fig4", "fig5", "fig6",
+                                       "table3", "grid", "pa_severity", "pa_ranking", "pa_predicts"}
+    shifts = pd.read_csv(root / "data/results/oodrb/shifts.csv")
+    models = [m["name"] for m in cfg["zoo"]["models"]]
+    per_model = 1 + len(cfg["corruptions"]) * len(cfg["severities"]) + len(cfg["natural"]) + 2
+    assert sorted(shifts.model.unique()) == sorted(models) and len(shifts) == len(models) * per_model
+    assert set(shifts[shifts.family == "threat"]["shift"]) == {"linf_1.5x", "stadv"}  # lpa skipped
+    assert (shifts.robustness <= shifts.accuracy.fillna(1) + 1e-12).all()
+    assert np.isfinite(shifts[shifts.family == "corruption"].log_pa).all()
+    table1 = pd.read_csv(root / "figures/oodrb/table1.csv")
+    assert sorted(table1.model) == sorted(models)
+    # the leaderboard's ID robustness is the ID row's MM5 robustness of each model, in percent
+    ids = shifts[shifts["shift"] == "id"].set_index("model").robustness * 100
+    got = table1.set_index("model")["ID robustness (%)"]
+    np.testing.assert_allclose(got.sort_index(), ids.sort_index().round(1), atol=0.051)
+    attacks = pd.read_csv(root / "data/results/oodrb/attacks.csv")
+    assert set(attacks.attack) == {"pgd", "cw", "aa", "mm5"} and set(attacks.model) == {"pgd-a"}
+    assert "skipped (need LPIPS weights, not implemented): lpa" in (root / "figures/oodrb/table1.md").read_text()
 
 
 def test_imagenet_figures_from_a_folder(ran, tmp_path):

@@ -8,6 +8,7 @@ the JPEG + RS defence (whose output is a probability vector; re-softmaxing it wo
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import torch
@@ -16,7 +17,7 @@ from torch import nn
 
 from pabench.core.io import atomic_path
 
-ARCHS = ("cnn", "preact_resnet18", "wrn28_10")
+ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
 METHODS = ("undefended", "madry", "fast_fgsm", "trades", "jpeg_rs")
 
 
@@ -31,6 +32,25 @@ class LeNetCNN(nn.Module):
             nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
         self.head = nn.Sequential(nn.Linear(64 * (image_size // 4) ** 2, 256), nn.ReLU(),
                                   nn.Linear(256, num_classes))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+class SmallCNN(nn.Module):
+    """Three 3x3 conv layers (c, 2c, 4c channels, each ReLU + 2x2 max-pool) and a 64-unit hidden
+    layer: OODRobustBench's quick-scale zoo, small enough that MM5 on every shifted set of ~20
+    models fits minutes on 2 cores; `channels` sets the width."""
+
+    def __init__(self, num_classes: int = 10, image_size: int = 32, channels: int = 8):
+        super().__init__()
+        layers, cin = [], 3
+        for cout in (channels, 2 * channels, 4 * channels):
+            layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            cin = cout
+        self.features = nn.Sequential(*layers, nn.Flatten())
+        self.head = nn.Sequential(nn.Linear(cin * (image_size // 8) ** 2, 64), nn.ReLU(),
+                                  nn.Linear(64, num_classes))
 
     def forward(self, x):
         return self.head(self.features(x))
@@ -79,11 +99,13 @@ class _ResidualNet(nn.Module):
 def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
     if arch == "cnn":
         return LeNetCNN(num_classes, image_size)
+    if re.fullmatch(r"smallcnn[1-9][0-9]*", arch):
+        return SmallCNN(num_classes, image_size, int(arch[len("smallcnn"):]))
     if arch == "preact_resnet18":
         return _ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
     if arch == "wrn28_10":
         return _ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
-    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}")
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS} or smallcnn<channels>")
 
 
 class _JpegIdentityGrad(torch.autograd.Function):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -30,6 +30,29 @@ class ZooSettings:
     trades_beta: float = 6.0
     seed: int = 0
     device: str = "cpu"
+    augment: str = "none"        # none | crop (random 4-px-padded crop) | crop_flip (+ h-flip)
+    eps_warmup: float = 0.0      # epochs over which the training eps ramps up linearly from 0
+
+
+AUGMENTATIONS = ("none", "crop", "crop_flip")
+
+
+def augment(x: torch.Tensor, how: str, gen: torch.Generator) -> torch.Tensor:
+    """The standard CIFAR augmentation on a batch: a random crop of the image zero-padded by 4
+    pixels (one offset per image), and with crop_flip a random horizontal flip (not for digits)."""
+    if how == "none":
+        return x
+    n, _, h, w = x.shape
+    padded = F.pad(x, (4, 4, 4, 4))
+    dy, dx = (torch.randint(0, 9, (n,), generator=gen) for _ in range(2))
+    rows = (dy[:, None] + torch.arange(h))[:, None, :, None].to(x.device)
+    cols = (dx[:, None] + torch.arange(w))[:, None, None, :].to(x.device)
+    out = padded[torch.arange(n, device=x.device)[:, None, None, None],
+                 torch.arange(x.shape[1], device=x.device)[None, :, None, None], rows, cols]
+    if how == "crop_flip":
+        flip = (torch.rand(n, generator=gen) < 0.5).to(x.device)
+        out = torch.where(flip[:, None, None, None], out.flip(3), out)
+    return out
 
 
 def as_float(images_u8: torch.Tensor) -> torch.Tensor:
@@ -50,6 +73,7 @@ def pgd_linf(model, x, y, eps: float, steps: int, step: float, random_start: boo
 
 
 def _loss(s: ZooSettings, model, x, y):
+    """The training loss of one batch; `s.eps` is the radius of this step (ramped by train_zoo)."""
     if s.method in ("undefended", "jpeg_rs"):
         return F.cross_entropy(model(x), y)
     if s.method == "madry":
@@ -84,6 +108,8 @@ def train_zoo(s: ZooSettings, images: np.ndarray, labels: np.ndarray, num_classe
     """Train one zoo model on uint8 images (N, 3, H, W); returns the network and its history."""
     if s.method not in METHODS:
         raise ValueError(f"unknown training method {s.method!r}; choose one of {METHODS}")
+    if s.augment not in AUGMENTATIONS:
+        raise ValueError(f"unknown augmentation {s.augment!r}; choose one of {AUGMENTATIONS}")
     if len(images) < s.batch_size:
         raise ValueError(f"{len(images)} training images, fewer than one batch ({s.batch_size})")
     device = torch.device(s.device)
@@ -101,8 +127,9 @@ def train_zoo(s: ZooSettings, images: np.ndarray, labels: np.ndarray, num_classe
         for k in tqdm(range(steps), desc=f"{s.method} epoch {epoch + 1}/{s.epochs}",
                       disable=not progress, mininterval=2.0):
             idx = order[k * s.batch_size:(k + 1) * s.batch_size]
-            x, y = as_float(x_all[idx].to(device)), y_all[idx].to(device)
-            loss = _loss(s, net, x, y)
+            x, y = augment(as_float(x_all[idx].to(device)), s.augment, gen), y_all[idx].to(device)
+            ramp = min(1.0, (epoch + k / steps) / s.eps_warmup) if s.eps_warmup > 0 else 1.0
+            loss = _loss(replace(s, eps=s.eps * ramp) if ramp < 1 else s, net, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -14,7 +14,7 @@ REPO_SCHEMA = Path("workflow/schemas/config.schema.yaml")
 
 
 # Experiments whose package has a `checks` module (pabench.experiments.<name>.checks).
-CHECKED_EXPERIMENTS = ("diagvib", "dg", "adversarial", "avgcase")
+CHECKED_EXPERIMENTS = ("diagvib", "dg", "adversarial", "avgcase", "oodrb")
 _CHECKS: list = []
 
 

@@ -279,3 +279,24 @@ def avg_table(kind: str) -> str:
     """A tidy table of every model's per-model files of one kind (rule avg_table), e.g.
     "history", "noise_pa", "convergence", "case_study", "runtime"."""
     return f"data/results/avgcase/{kind}.csv"
+
+
+# ------------------------------------------------------------------ OODRobustBench
+# Models are named freely in the config (oodrb.zoo.models) or are RobustBench ids; every file of a
+# model is keyed by (dataset, model).
+def oodrb_data(dataset="{dataset}", shift="{shift}") -> str:
+    """One dataset's images at this scale: "id" (train and ID test split, rule oodrb_data), or
+    one dataset shift (rule oodrb_shift): a corruption at every severity or a natural shift."""
+    return f"data/oodrb/data/{dataset}/{shift}.npz"
+
+
+def oodrb_file(kind: str, dataset="{dataset}", model="{oodrb_model}") -> str:
+    """One model's file of the given kind: "models" (.pt weights), "history" (training),
+    "shifts", "threats", "attacks", "predictions" (.csv)."""
+    ext = ".pt" if kind == "models" else ".csv"
+    return f"data/oodrb/{kind}/{dataset}/{model}{ext}"
+
+
+def oodrb_table(kind: str) -> str:
+    """A tidy table of every model's per-model files of one kind (rule oodrb_table)."""
+    return f"data/results/oodrb/{kind}.csv"

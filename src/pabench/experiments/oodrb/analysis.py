@@ -1,0 +1,578 @@
+"""The analysis of OODRobustBench (Li et al. 2024) on the tidy result tables (pandas, numpy and
+scipy only): the per-model aggregates of Section 3 (R_c, R_n, OOD_d, OOD_t, OOD, degradation,
+ranks), the ID -> OOD linear fits of Sections 4 and 5 (R^2, slope, upper limit, the paper's
+filter of inferior models), effective robustness (Section 6), agreement on the line (Section 4.3),
+Table 3's attack comparison, and PA under dataset shift (new, not in the paper).
+
+Inputs (stacked over models, see the compute side):
+- `shifts`: one row per (model, shift, severity); family id | corruption | natural | threat;
+  accuracy and robustness in [0, 1] (accuracy NaN on threat rows), log_pa / log_pa_adam (clean vs
+  shifted logits for corruption rows, NaN for natural rows; clean vs adversarial for id and threat
+  rows).
+- `predictions`: one row per (model, shift, image index): label, pred_clean, pred_adv.
+- `attacks`: one row per (model, attack, shift, severity): robustness, grad_evals, seconds.
+
+Every accuracy and robustness these functions return is in percent (0-100), as in the paper;
+log PA stays in nats.  Degenerate inputs (fewer than two models, a constant column) give NaN, not
+an error."""
+from __future__ import annotations
+
+import itertools
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pabench.core.io import read_table
+
+FAMILIES = ("id", "corruption", "natural", "threat")
+# The paper's corruption order (Noise, Blur, Weather, Digital), then the generator's extras.
+CORRUPTION_ORDER = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "glass_blur",
+                    "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness", "contrast",
+                    "elastic_transform", "pixelate", "jpeg_compression", "speckle_noise",
+                    "gaussian_blur", "spatter", "saturate")
+NATURAL_ORDER = ("cifar10.1", "cifar10.2", "cinic10", "cifar10r", "sklearn_digits", "font_digits")
+# Threat shifts: L-p (same norm at a larger eps, another norm) and non-L-p (Section 3.1).
+LP_THREATS = ("linf_1.5x", "l2")
+NON_LP_THREATS = ("ppgd", "lpa", "stadv", "recolor")
+THREAT_ORDER = LP_THREATS + NON_LP_THREATS
+LABELS = {
+    "gaussian_noise": "Gaussian noise", "shot_noise": "shot noise", "impulse_noise": "impulse noise",
+    "defocus_blur": "defocus blur", "glass_blur": "glass blur", "motion_blur": "motion blur",
+    "zoom_blur": "zoom blur", "elastic_transform": "elastic", "jpeg_compression": "JPEG",
+    "speckle_noise": "speckle noise", "gaussian_blur": "Gaussian blur",
+    "cifar10.1": "CIFAR-10.1", "cifar10.2": "CIFAR-10.2", "cinic10": "CINIC-10",
+    "cifar10r": "CIFAR-10-R", "sklearn_digits": "sklearn digits", "font_digits": "font digits",
+    "linf_1.5x": "L-inf 1.5x eps", "l2": "L2", "ppgd": "PPGD", "lpa": "LPA", "stadv": "StAdv",
+    "recolor": "ReColor", "R_c": "corruptions (R_c)", "R_n": "natural (R_n)", "OOD_d": "OOD_d",
+    "OOD_t": "OOD_t"}
+# Appendix C.2: "we filter out all models with an overall performance (accuracy + robustness)
+# below 110" (ID, percent) before every ID -> OOD fit of adversarially trained models.
+MIN_TOTAL = 110.0
+# Fewer models than this left by that filter: fit all of the group instead (flagged
+# filtered = False).  At quick scale (MNIST-like digits, small CNNs) the rule can keep nearly
+# every model (digit accuracy is high) or, on harder data, almost none.
+MIN_FIT_MODELS = 3
+# (ID column of `aggregate`, OOD column of the targets) of each fitted pair of metrics.
+PAIRS = {"acc-acc": ("id_acc", "accuracy"), "rob-rob": ("id_rob", "robustness"),
+         "acc-rob": ("id_acc", "robustness"), "rob-acc": ("id_rob", "accuracy")}
+# Aggregate targets of the fits: (name, family, accuracy column, robustness column of aggregate).
+AGGREGATES = (("OOD_d", "dataset", "oodd_acc", "oodd_rob"), ("R_n", "natural", "rn_acc", "rn_rob"),
+              ("R_c", "corruption", "rc_acc", "rc_rob"), ("OOD_t", "threat", None, "oodt_rob"))
+REQUIRED = ("model", "method", "shift", "family", "severity", "accuracy", "robustness")
+MODEL_COLUMNS = ("model", "method", "adversarial", "arch", "epochs", "augment", "trades_beta")
+PA_MEASURES = {"log_pa": "log PA (exact)", "log_pa_adam": "log PA (adam)"}
+
+
+def label(name: str) -> str:
+    """A shift's (or aggregate's) display name."""
+    return LABELS.get(name, str(name).replace("_", " "))
+
+
+def threat_kind(name: str, kind=None) -> str:
+    """"L-p" for threats bounded by an L-p norm (the attack `kind` linf or l2 where known, else
+    a name starting with linf or l2), else "non-L-p"."""
+    if isinstance(kind, str) and kind:
+        return "L-p" if kind in ("linf", "l2") else "non-L-p"
+    return "L-p" if str(name).startswith(("linf", "l2")) else "non-L-p"
+
+
+def threat_kinds(shifts: pd.DataFrame) -> dict[str, str]:
+    """Every threat shift of the table -> "L-p" or "non-L-p" (table order)."""
+    rows = shifts[shifts.family == "threat"]
+    kinds = rows["kind"] if "kind" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+    return {name: threat_kind(name, kind) for name, kind in zip(rows["shift"], kinds)}
+
+
+def attack_of(shifts: pd.DataFrame, name: str) -> list[str]:
+    """The threat shifts whose attack is `name` (the `kind` column where present, else the
+    shift's own name): "stadv" -> ["stadv"]."""
+    rows = shifts[shifts.family == "threat"].drop_duplicates("shift")
+    if "kind" in rows.columns:
+        return [s for s, k in zip(rows["shift"], rows["kind"])
+                if k == name or (not isinstance(k, str) and s == name)]
+    return [s for s in rows["shift"] if s == name]
+
+
+def _as_bool(values: pd.Series) -> pd.Series:
+    if values.dtype == bool:
+        return values
+    text = values.astype(str).str.strip().str.lower()
+    bad = ~text.isin(["true", "false", "1", "0", "1.0", "0.0"])
+    if bad.any():
+        raise ValueError(f"adversarial: not a boolean: {values[bad].iloc[0]!r}")
+    return text.isin(["true", "1", "1.0"])
+
+
+def check_shifts(shifts: pd.DataFrame) -> pd.DataFrame:
+    """The shifts table checked and normalised: required columns present, known families, one row
+    per (model, shift, severity), `adversarial` a bool (method != "undefended" when absent)."""
+    missing = [c for c in REQUIRED if c not in shifts.columns]
+    if missing:
+        raise ValueError(f"shifts table: missing columns {missing}")
+    s = shifts.copy()
+    unknown = sorted(set(s.family) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"shifts table: unknown families {unknown} (use {', '.join(FAMILIES)})")
+    dup = s.duplicated(["model", "shift", "severity"])
+    if dup.any():
+        r = s[dup].iloc[0]
+        raise ValueError(f"shifts table: (model, shift, severity) = ({r.model}, {r['shift']}, "
+                         f"{r.severity}) appears more than once")
+    derived = s.method != "undefended"
+    if "adversarial" in s.columns:  # rows without the flag (a table that lacks it) get the rule
+        known = s.adversarial.notna()
+        derived[known] = _as_bool(s.adversarial[known])
+    s["adversarial"] = derived.astype(bool)
+    s["severity"] = s.severity.astype(int)
+    for column in ("log_pa", "log_pa_adam"):
+        if column not in s.columns:
+            s[column] = np.nan
+    return s
+
+
+def read_tables(paths_) -> pd.DataFrame:
+    """One stacked table from one path or several."""
+    paths_ = [paths_] if isinstance(paths_, (str, Path)) else list(paths_)
+    return pd.concat([read_table(p) for p in paths_], ignore_index=True)
+
+
+def read_shifts(inputs: dict) -> pd.DataFrame:
+    """The shifts table of a rule's inputs (one file or several), with the rows of a separate
+    `threats` table when one is given, checked (check_shifts)."""
+    frames = [read_tables(inputs["shifts"])]
+    if inputs.get("threats"):
+        frames.append(read_tables(inputs["threats"]))
+    return check_shifts(pd.concat(frames, ignore_index=True))
+
+
+def models_of(shifts: pd.DataFrame) -> pd.DataFrame:
+    """One row per model (table order) with its training settings."""
+    s = check_shifts(shifts)
+    columns = [c for c in MODEL_COLUMNS if c in s.columns]
+    return s.drop_duplicates("model")[columns].reset_index(drop=True)
+
+
+def _order_key(name: str, family: str, seen: dict) -> tuple:
+    canon = {"corruption": CORRUPTION_ORDER, "natural": NATURAL_ORDER, "threat": THREAT_ORDER}
+    order = canon.get(family, ())
+    inside = order.index(name) if name in order else len(order) + seen.get(name, 0)
+    return FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), inside
+
+
+def shift_order(frame: pd.DataFrame) -> list[str]:
+    """The distinct shifts of a frame with `shift` and `family` columns: family by family (id,
+    corruption, natural, threat), each in the paper's order, unknown names as they come."""
+    pairs = list(dict.fromkeys(zip(frame["shift"], frame.family)))
+    seen = {name: k for k, (name, _) in enumerate(pairs)}
+    return [name for name, family in sorted(pairs, key=lambda p: _order_key(p[0], p[1], seen))]
+
+
+def _both_or_one(a: pd.Series, b: pd.Series) -> pd.Series:
+    """(a + b) / 2 where both are known, else whichever is."""
+    return pd.concat([a, b], axis=1).mean(axis=1, skipna=True)
+
+
+def _basis(a: pd.Series, b: pd.Series, names: tuple[str, str]) -> pd.Series:
+    both, only_a, only_b = a.notna() & b.notna(), a.notna() & b.isna(), a.isna() & b.notna()
+    text = np.select([both, only_a, only_b],
+                     [f"{names[0]} and {names[1]}", f"{names[0]} only", f"{names[1]} only"], "none")
+    return pd.Series(text, index=a.index)
+
+
+def aggregate(shifts: pd.DataFrame) -> pd.DataFrame:
+    """Per model (percent): ID accuracy and robustness; R_c (mean over corruption x severity rows,
+    Eq. 1), R_n (mean over natural shifts, Eq. 2), OOD_d = (R_c + R_n) / 2 (Eq. 3; R_c alone when
+    no natural shift was run, said in `oodd_basis`), OOD_t (mean robustness over threat shifts),
+    OOD = mean(OOD_d robustness, OOD_t) (either alone when the other is missing: `ood_basis`),
+    for accuracy and robustness where defined (threat shifts have no accuracy: OOD accuracy is
+    OOD_d accuracy); degradation = ID - OOD; ranks (1 = best, ties share the best rank) by ID
+    robustness and by OOD robustness, rank_change = rank_id - rank_ood (> 0: moves up); the mean
+    log PA of the id, corruption and threat rows."""
+    s = check_shifts(shifts)
+    s = s.assign(accuracy=100 * s.accuracy.astype(float), robustness=100 * s.robustness.astype(float))
+    out = models_of(s).set_index("model")
+
+    def mean(family: str, column: str) -> pd.Series:
+        return s[s.family == family].groupby("model")[column].mean().reindex(out.index)
+
+    for name, family in (("id", "id"), ("rc", "corruption"), ("rn", "natural")):
+        out[f"{name}_acc"] = mean(family, "accuracy")
+        out[f"{name}_rob"] = mean(family, "robustness")
+    out["oodd_acc"] = _both_or_one(out.rc_acc, out.rn_acc)
+    out["oodd_rob"] = _both_or_one(out.rc_rob, out.rn_rob)
+    out["oodd_basis"] = _basis(out.rc_rob, out.rn_rob, ("corruptions", "natural shifts"))
+    out["oodt_rob"] = mean("threat", "robustness")
+    out["ood_acc"] = out.oodd_acc
+    out["ood_rob"] = _both_or_one(out.oodd_rob, out.oodt_rob)
+    out["ood_basis"] = _basis(out.oodd_rob, out.oodt_rob, ("OOD_d", "OOD_t"))
+    out["deg_d_acc"] = out.id_acc - out.oodd_acc
+    out["deg_d_rob"] = out.id_rob - out.oodd_rob
+    out["deg_t_rob"] = out.id_rob - out.oodt_rob
+    out["deg_acc"] = out.id_acc - out.ood_acc
+    out["deg_rob"] = out.id_rob - out.ood_rob
+    out["rank_id"] = out.id_rob.rank(ascending=False, method="min").astype("Int64")
+    out["rank_ood"] = out.ood_rob.rank(ascending=False, method="min").astype("Int64")
+    out["rank_change"] = out.rank_id - out.rank_ood
+    for column in PA_MEASURES:
+        for family in ("id", "corruption", "threat"):
+            out[f"{family}_{column}"] = mean(family, column)
+    for family in ("corruption", "natural", "threat"):
+        out[f"n_{family}"] = (s[s.family == family].groupby("model")["shift"].nunique()
+                              .reindex(out.index).fillna(0).astype(int))
+    return out.reset_index()
+
+
+def per_shift(shifts: pd.DataFrame, agg: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per model and non-ID shift (percent; corruptions averaged over their severities):
+    accuracy, robustness, mean log PA (exact, adam), the severities averaged, the model's ID
+    accuracy and robustness, and the degradation ID - shift of each.  `agg`: the table's
+    `aggregate`, when already computed."""
+    s = check_shifts(shifts)
+    ood = s[s.family != "id"]
+    order = shift_order(ood)
+    g = ood.groupby(["model", "shift"], sort=False).agg(
+        family=("family", "first"), accuracy=("accuracy", "mean"), robustness=("robustness", "mean"),
+        log_pa=("log_pa", "mean"), log_pa_adam=("log_pa_adam", "mean"),
+        severities=("severity", "nunique")).reset_index()
+    g["accuracy"] *= 100
+    g["robustness"] *= 100
+    agg = (aggregate(s) if agg is None else agg).set_index("model")
+    g = models_of(s).merge(g, on="model", how="inner")
+    g["label"] = g["shift"].map(label)
+    g["id_acc"] = g.model.map(agg.id_acc)
+    g["id_rob"] = g.model.map(agg.id_rob)
+    g["deg_acc"] = g.id_acc - g.accuracy
+    g["deg_rob"] = g.id_rob - g.robustness
+    rank = {name: k for k, name in enumerate(order)}
+    models = {m: k for k, m in enumerate(agg.index)}
+    g = g.assign(_s=g["shift"].map(rank), _m=g.model.map(models)).sort_values(["_s", "_m"])
+    return g.drop(columns=["_s", "_m"]).reset_index(drop=True)
+
+
+def fit(x, y) -> dict:
+    """Least-squares line y = slope * x + intercept over the pairs where both are finite, with
+    R^2 (the share of y's variance the line explains), n, and the paper's upper limit
+    min(slope * 100 + intercept, 100) (Eq. 4; x and y in percent).  Fewer than two pairs or a
+    constant x: no line (all NaN); two pairs or a constant y: R^2 NaN (two points always lie on
+    a line; a constant y has no variance to explain)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    out = {"slope": np.nan, "intercept": np.nan, "r2": np.nan, "n": len(x),
+           "upper_limit": np.nan}
+    if len(x) < 2 or np.ptp(x) == 0:
+        return out
+    dx, dy = x - x.mean(), y - y.mean()
+    slope = float((dx * dy).sum() / (dx * dx).sum())
+    intercept = float(y.mean() - slope * x.mean())
+    out.update(slope=slope, intercept=intercept, upper_limit=min(slope * 100 + intercept, 100.0))
+    ss_tot = float((dy * dy).sum())
+    if len(x) > 2 and ss_tot > 0:
+        residual = y - (slope * x + intercept)
+        out["r2"] = float(min(max(1 - (residual * residual).sum() / ss_tot, 0.0), 1.0))
+    return out
+
+
+def in_group(frame: pd.DataFrame, group: str) -> pd.DataFrame:
+    """The rows of a group of models: "AT" (adversarially trained), "ST" (standard), "all"."""
+    if group == "all":
+        return frame
+    if group not in ("AT", "ST"):
+        raise ValueError(f"unknown model group {group!r} (use AT, ST or all)")
+    return frame[frame.adversarial.astype(bool) == (group == "AT")]
+
+
+def fit_models(agg: pd.DataFrame, group: str, min_total: float | None = MIN_TOTAL,
+               min_models: int = MIN_FIT_MODELS) -> tuple[list[str], int, bool]:
+    """The models of a group (`aggregate` rows) that enter its fits, how many the filter left
+    out, and whether it was applied.  AT: models with ID accuracy + robustness >= min_total
+    (percent); when that leaves fewer than min_models, every AT model (filtered = False).
+    ST and "all" are never filtered (the paper's rule is for its robust-model zoo)."""
+    rows = in_group(agg, group)
+    rows = rows[rows.id_acc.notna() | rows.id_rob.notna()]
+    every = rows.model.tolist()
+    if group != "AT" or min_total is None:
+        return every, 0, False
+    kept = rows[(rows.id_acc + rows.id_rob) >= min_total].model.tolist()
+    if len(kept) < min_models:
+        return every, 0, False
+    return kept, len(every) - len(kept), True
+
+
+def targets(shifts: pd.DataFrame, agg: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per model and OOD target (every non-ID shift and the aggregates OOD_d, R_n, R_c, OOD_t):
+    accuracy and robustness in percent, the model's ID values and group."""
+    agg = aggregate(shifts) if agg is None else agg
+    ps = per_shift(shifts, agg)
+    rows = [ps.assign(target=ps["shift"], aggregate=False)[
+        ["model", "target", "family", "aggregate", "accuracy", "robustness"]]]
+    for name, family, acc, rob in AGGREGATES:
+        rows.append(pd.DataFrame({"model": agg.model, "target": name, "family": family,
+                                  "aggregate": True,
+                                  "accuracy": agg[acc] if acc else np.nan, "robustness": agg[rob]}))
+    t = pd.concat(rows, ignore_index=True)
+    t = t.merge(agg[["model", "method", "adversarial", "id_acc", "id_rob"]], on="model", how="left")
+    t["label"] = t.target.map(label)
+    return t
+
+
+def target_order(t: pd.DataFrame) -> list[str]:
+    """Targets in the figures' order: OOD_d, R_n, natural shifts, R_c, corruptions, OOD_t,
+    threats (only those present)."""
+    present = set(t.target)
+    single = t[~t["aggregate"].astype(bool)].rename(columns={"target": "shift"})
+    by_family = {f: [n for n in shift_order(single) if (single[single["shift"] == n].family == f).any()]
+                 for f in ("natural", "corruption", "threat")}
+    order = (["OOD_d", "R_n"] + by_family["natural"] + ["R_c"] + by_family["corruption"]
+             + ["OOD_t"] + by_family["threat"])
+    return [n for n in order if n in present]
+
+
+def fits(shifts: pd.DataFrame, pairs=("acc-acc", "rob-rob"), groups=("ST", "AT"),
+         min_total: float | None = MIN_TOTAL) -> pd.DataFrame:
+    """The linear fits ID -> OOD (percent) per target (every non-ID shift, corruptions averaged
+    over severities, and the aggregates OOD_d, R_n, R_c, OOD_t), model group (ST = undefended,
+    AT = adversarially trained) and pair of metrics ("acc-acc": ID accuracy -> OOD accuracy,
+    "rob-rob", "acc-rob", "rob-acc"); AT models with ID accuracy + robustness < min_total left out
+    (`left_out`; `filtered` False where too few would remain and every AT model is fitted).
+    Pairs without an OOD value (accuracy of a threat shift) are not listed."""
+    agg = aggregate(shifts)
+    t = targets(shifts, agg)
+    order = target_order(t)
+    rows = []
+    for group in groups:
+        kept, left_out, filtered = fit_models(agg, group, min_total)
+        g = t[t.model.isin(kept)]
+        for target in order:
+            d = g[g.target == target]
+            if d.empty:
+                continue
+            for pair in pairs:
+                x_col, y_col = PAIRS[pair]
+                if not d[y_col].notna().any():
+                    continue
+                rows.append({"target": target, "label": label(target), "family": d.family.iloc[0],
+                             "aggregate": bool(d["aggregate"].iloc[0]), "group": group, "pair": pair,
+                             **fit(d[x_col], d[y_col]), "models": len(kept), "left_out": left_out,
+                             "filtered": filtered})
+    columns = ["target", "label", "family", "aggregate", "group", "pair", "n", "slope", "intercept",
+               "r2", "upper_limit", "models", "left_out", "filtered"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def effective_robustness(shifts: pd.DataFrame, targets_=("OOD_d", "OOD_t"), group: str = "AT",
+                         min_total: float | None = MIN_TOTAL) -> pd.DataFrame:
+    """Effective accuracy and adversarial effective robustness (Eq. 5): R_ood(f) - beta(R_id(f))
+    with beta the line fitted ID -> OOD on the group's models (after the filter), for every model
+    (`in_fit` marks those the line was fitted on), per target and metric (percent)."""
+    agg = aggregate(shifts)
+    t = targets(shifts, agg)
+    kept, _, filtered = fit_models(agg, group, min_total)
+    rows = []
+    for target in targets_:
+        d = t[t.target == target]
+        for metric, pair in (("accuracy", "acc-acc"), ("robustness", "rob-rob")):
+            x_col, y_col = PAIRS[pair]
+            if d.empty or not d[y_col].notna().any():
+                continue
+            line = fit(d[d.model.isin(kept)][x_col], d[d.model.isin(kept)][y_col])
+            predicted = line["slope"] * d[x_col] + line["intercept"]
+            rows.append(pd.DataFrame({
+                "model": d.model, "method": d.method, "adversarial": d.adversarial,
+                "target": target, "metric": metric, "id": d[x_col], "ood": d[y_col],
+                "predicted": predicted, "effective": d[y_col] - predicted,
+                "in_fit": d.model.isin(kept), "fit_group": group, "fit_n": line["n"],
+                "fit_r2": line["r2"], "filtered": filtered}))
+    if not rows:
+        return pd.DataFrame(columns=["model", "method", "adversarial", "target", "metric", "id",
+                                     "ood", "predicted", "effective", "in_fit", "fit_group",
+                                     "fit_n", "fit_r2", "filtered"])
+    return pd.concat(rows, ignore_index=True)
+
+
+# ------------------------------------------------------------------ agreement on the line
+def _check_predictions(predictions: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in ("model", "shift", "index", "label", "pred_adv") if c not in predictions]
+    if missing:
+        raise ValueError(f"predictions table: missing columns {missing}")
+    dup = predictions.duplicated(["model", "shift", "index"])
+    if dup.any():
+        r = predictions[dup].iloc[0]
+        raise ValueError(f"predictions table: image {r['index']} of {r['shift']} appears more than "
+                         f"once for {r.model}")
+    return predictions
+
+
+def natural_shifts(predictions: pd.DataFrame) -> list[str]:
+    """The OOD sets of the predictions table (every shift but "id"), in table order."""
+    return [s for s in dict.fromkeys(predictions["shift"]) if s != "id"]
+
+
+def agreement(predictions: pd.DataFrame, shift: str, models=None) -> pd.DataFrame:
+    """Per pair of models (default: the adversarially trained ones where the table says which,
+    else all): the percentage of images on which their predictions on their own adversarial
+    examples agree, on the ID set and on `shift`, over the images both were evaluated on; with
+    the line ID -> OOD agreement fitted over the pairs (fit_* columns, the same on every row)."""
+    p = _check_predictions(predictions)
+    if models is None:
+        models = (p[_as_bool(p.adversarial)] if "adversarial" in p.columns else p).model.unique()
+    models = [m for m in dict.fromkeys(models) if m in set(p.model)]
+
+    def wide(name: str) -> pd.DataFrame:
+        d = p[(p["shift"] == name) & p.model.isin(models)]
+        return d.pivot(index="index", columns="model", values="pred_adv")
+
+    id_w, ood_w = wide("id"), wide(shift)
+    rows = []
+    for a, b in itertools.combinations(models, 2):
+        row = {"model_a": a, "model_b": b, "shift": shift}
+        for name, w in (("id", id_w), ("ood", ood_w)):
+            both = w[[a, b]].dropna() if {a, b} <= set(w.columns) else w.iloc[:0, :0]
+            row[f"n_{name}"] = len(both)
+            row[f"{name}_agreement"] = (100 * float((both[a] == both[b]).mean())
+                                        if len(both) else np.nan)
+        rows.append(row)
+    out = pd.DataFrame(rows, columns=["model_a", "model_b", "shift", "n_id", "id_agreement",
+                                      "n_ood", "ood_agreement"])
+    line = fit(out.id_agreement, out.ood_agreement)
+    return out.assign(fit_slope=line["slope"], fit_intercept=line["intercept"], fit_r2=line["r2"],
+                      fit_n=line["n"])
+
+
+def prediction_robustness(predictions: pd.DataFrame, shift: str, models=None) -> pd.DataFrame:
+    """Per model: robustness (percent of images whose adversarial prediction is the label) on
+    the ID set and on `shift`, from the predictions table (the images of the agreement)."""
+    p = _check_predictions(predictions)
+    if models is not None:
+        p = p[p.model.isin(list(models))]
+    p = p.assign(correct=(p.pred_adv == p.label).astype(float))
+    r = p[p["shift"].isin(["id", shift])].pivot_table(index="model", columns="shift",
+                                                       values="correct", aggfunc="mean", sort=False)
+    missing = pd.Series(np.nan, index=r.index)
+    return pd.DataFrame({"model": r.index, "shift": shift,
+                         "id_robustness": 100 * r.get("id", missing).to_numpy(),
+                         "ood_robustness": 100 * r.get(shift, missing).to_numpy()})
+
+
+# ------------------------------------------------------------------ Table 3
+ATTACKS = ("pgd", "cw", "aa", "mm5")
+ATTACK_LABELS = {"pgd": "PGD", "cw": "CW", "aa": "AutoAttack", "mm5": "MM5"}
+
+
+def attack_summary(attacks: pd.DataFrame, reference: str = "aa") -> pd.DataFrame:
+    """Per attack, averaged over the models it ran on (percent): ID robustness and the robustness
+    under the corruptions (every non-ID row: Table 3 runs one severity), gradient evaluations per
+    image (grad_evals / n when the table has an `n` column, else grad_evals as given), seconds,
+    and the mean over models of (this attack - `reference`) robustness, ID and OOD (paired: only
+    models that ran both)."""
+    missing = [c for c in ("model", "attack", "shift", "robustness") if c not in attacks.columns]
+    if missing:
+        raise ValueError(f"attacks table: missing columns {missing}")
+    a = attacks.assign(robustness=100 * attacks.robustness.astype(float),
+                       ood=attacks["shift"] != "id")
+    evals = a.grad_evals.astype(float) if "grad_evals" in a else pd.Series(np.nan, index=a.index)
+    a["evals"] = evals / a.n.astype(float) if "n" in a else evals
+    if "seconds" not in a:
+        a["seconds"] = np.nan
+    # Per model and attack: ID, and the mean over the corruption rows.
+    per = a.groupby(["attack", "model", "ood"]).agg(robustness=("robustness", "mean"),
+                                                    evals=("evals", "mean"),
+                                                    seconds=("seconds", "mean")).reset_index()
+    wide = per.pivot_table(index=["attack", "model"], columns="ood",
+                           values=["robustness", "evals", "seconds"])
+    wide.columns = [f"{v}_{'ood' if o else 'id'}" for v, o in wide.columns]
+    wide = wide.reset_index()
+    for column in ("robustness_id", "robustness_ood", "evals_id", "evals_ood", "seconds_id",
+                   "seconds_ood"):
+        if column not in wide:
+            wide[column] = np.nan
+    ref = wide[wide.attack == reference].set_index("model")
+    wide["gap_id"] = wide.robustness_id - wide.model.map(ref.robustness_id)
+    wide["gap_ood"] = wide.robustness_ood - wide.model.map(ref.robustness_ood)
+    severities = sorted(int(s) for s in a[a.ood].severity.unique()) if "severity" in a else []
+    order = [x for x in ATTACKS if x in set(wide.attack)] + sorted(set(wide.attack) - set(ATTACKS))
+    rows = []
+    for attack in order:
+        w = wide[wide.attack == attack]
+        rows.append({"attack": attack, "label": ATTACK_LABELS.get(attack, attack),
+                     "models": w.model.nunique(), "id_robustness": w.robustness_id.mean(),
+                     "ood_robustness": w.robustness_ood.mean(), "severities": severities,
+                     "grad_evals_id": w.evals_id.mean(), "grad_evals_ood": w.evals_ood.mean(),
+                     "seconds_id": w.seconds_id.mean(), "seconds_ood": w.seconds_ood.mean(),
+                     "gap_id": w.gap_id.mean(), "gap_ood": w.gap_ood.mean(),
+                     "gap_models": int(w.gap_id.notna().sum())})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ PA under dataset shift (new)
+def kendall(x, y) -> tuple[float, float, int]:
+    """Kendall's tau and its p-value over the finite pairs; NaN for fewer than three pairs or a
+    constant side."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return np.nan, np.nan, len(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = stats.kendalltau(x, y)
+    return float(result.statistic), float(result.pvalue), len(x)
+
+
+def pa_ranking(shifts: pd.DataFrame, measures=("log_pa", "log_pa_adam"),
+               groups=("all", "AT")) -> pd.DataFrame:
+    """Kendall's tau across models between log PA and robustness: per corruption (log PA and
+    robustness each averaged over the severities) and overall (the mean log PA over every
+    corruption row against OOD_d robustness), per model group and PA solver."""
+    agg = aggregate(shifts)
+    ps = per_shift(shifts, agg)
+    corr = ps[ps.family == "corruption"]
+    rows = []
+    for group in groups:
+        c = in_group(corr, group)
+        a = in_group(agg, group)
+        for measure in measures:
+            for name in dict.fromkeys(c["shift"]):
+                d = c[c["shift"] == name]
+                tau, p, n = kendall(d[measure], d.robustness)
+                rows.append({"group": group, "measure": measure, "target": name,
+                             "label": label(name), "against": "robustness on the corruption",
+                             "n": n, "tau": tau, "p": p})
+            tau, p, n = kendall(a[f"corruption_{measure}"], a.oodd_rob)
+            rows.append({"group": group, "measure": measure, "target": "overall",
+                         "label": "overall", "against": "OOD_d robustness "
+                         "(mean log PA over every corruption row)", "n": n, "tau": tau, "p": p})
+    return pd.DataFrame(rows, columns=["group", "measure", "target", "label", "against", "n",
+                                       "tau", "p"])
+
+
+PREDICTORS = (("id_log_pa", "ID log PA (exact)"), ("id_log_pa_adam", "ID log PA (adam)"),
+              ("id_acc", "ID accuracy"), ("id_rob", "ID robustness"))
+
+
+def pa_prediction(shifts: pd.DataFrame, groups=("all", "AT")) -> pd.DataFrame:
+    """R^2 of the linear fit across models predicting each OOD robustness target (R_c, R_n,
+    OOD_t, and OOD_d overall) from the model's ID log PA (clean vs adversarial logits; exact and
+    adam solvers), from its ID accuracy and from its ID robustness, per model group."""
+    agg = aggregate(shifts)
+    rows = []
+    for group in groups:
+        a = in_group(agg, group)
+        for target, column in (("R_c", "rc_rob"), ("R_n", "rn_rob"), ("OOD_t", "oodt_rob"),
+                               ("OOD_d", "oodd_rob")):
+            for predictor, name in PREDICTORS:
+                line = fit(a[predictor], a[column])
+                rows.append({"group": group, "target": target, "label": label(target),
+                             "predictor": predictor, "predictor_label": name, "n": line["n"],
+                             "r2": line["r2"], "slope": line["slope"],
+                             "intercept": line["intercept"]})
+    return pd.DataFrame(rows, columns=["group", "target", "label", "predictor", "predictor_label",
+                                       "n", "r2", "slope", "intercept"])
+
+
+def pa_vs_ood(shifts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """PA under dataset shift: (pa_ranking, pa_prediction) of the table."""
+    return pa_ranking(shifts), pa_prediction(shifts)

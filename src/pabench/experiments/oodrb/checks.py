@@ -1,0 +1,73 @@
+"""Config checks of the OODRobustBench experiment that a schema cannot say: radii, natural shifts
+that exist for the dataset, threat settings, models that figures and tables name."""
+from __future__ import annotations
+
+from pabench.core.config import checks
+from pabench.experiments.oodrb import plan
+
+
+@checks
+def oodrb(config: dict) -> list[str]:
+    o = config.get("oodrb")
+    if not o:
+        return []
+    errors = []
+    try:
+        eps = plan.eps_of(config)
+    except ValueError as err:
+        errors.append(f"oodrb.eps: {err}")
+        eps = None
+    d = o["dataset"]
+    for name in o["natural"]:
+        if name not in plan.NATURAL[d]:
+            errors.append(f"oodrb.natural: {name!r} is not a natural shift of {d} (choose from "
+                          f"{list(plan.NATURAL[d])})")
+    if not o["corruptions"] and not o["natural"]:
+        errors.append("oodrb: no dataset shift (oodrb.corruptions and oodrb.natural are empty)")
+    names = [t["name"] for t in o["threats"]]
+    errors += [f"oodrb.threats: {n!r} is named twice" for n in sorted(set(names)) if names.count(n) > 1]
+    models = [m["name"] for m in o["zoo"]["models"]]
+    errors += [f"oodrb.zoo.models: {n!r} is named twice" for n in sorted(set(models))
+               if models.count(n) > 1]
+    for i, t in enumerate(o["threats"]):
+        key = f"oodrb.threats[{i}] ({t['name']})"
+        if ("eps" in t) == ("eps_scale" in t):
+            errors.append(f"{key}: give exactly one of eps (the radius) and eps_scale (x oodrb.eps)")
+            continue
+        if "eps_scale" in t and t["kind"] != "linf":
+            errors.append(f"{key}: eps_scale scales the L-inf training eps; a {t['kind']} threat "
+                          "needs its own eps")
+        elif "eps" in t:
+            try:
+                plan.radius(t["eps"], t["kind"])
+            except ValueError as err:
+                errors.append(f"{key}.eps: {err}")
+        elif eps is not None and not 0 < t["eps_scale"] * eps <= 1:
+            errors.append(f"{key}: eps_scale {t['eps_scale']} x oodrb.eps {eps:g} is outside (0, 1]")
+        if t["kind"] in ("linf", "l2") and "steps" in t:
+            errors.append(f"{key}: {t['kind']} threats run MM5 (oodrb.mm5 sets its steps)")
+    zoo = plan.zoo(config)
+    if not zoo and not o["robustbench"]:
+        errors.append("oodrb.zoo.models: no models to evaluate (and oodrb.robustbench is empty)")
+    for name, spec in zoo.items():
+        if "method" not in spec:
+            errors.append(f"oodrb.zoo.models.{name}: no training method (undefended, madry, "
+                          "trades or fast_fgsm)")
+    clash = sorted(set(zoo) & set(o["robustbench"]))
+    if clash:
+        errors.append(f"oodrb.robustbench: {clash} are also zoo model names")
+    known = set(plan.models(config))
+    for i, model in enumerate(o["table3"]["models"]):
+        if model not in known:
+            errors.append(f"oodrb.table3.models[{i}]: model {model!r} is not in the zoo or "
+                          f"oodrb.robustbench ({sorted(known)})")
+    if o["table3"]["severity"] not in o["severities"]:
+        errors.append(f"oodrb.table3.severity: {o['table3']['severity']} is not one of "
+                      f"oodrb.severities {o['severities']}")
+    if o["agreement_shift"] is not None and o["agreement_shift"] not in o["natural"]:
+        errors.append(f"oodrb.agreement_shift: {o['agreement_shift']!r} is not one of "
+                      f"oodrb.natural {o['natural']}")
+    if o["dataset"] == "mnist32" and (o["robustbench"] or o["cifar10c"]):
+        errors.append("oodrb: RobustBench models and published CIFAR-10-C files need "
+                      "oodrb.dataset: cifar10")
+    return errors

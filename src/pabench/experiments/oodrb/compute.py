@@ -1,0 +1,372 @@
+"""The OODRobustBench experiment's computations, one per rule: the ID split, each dataset shift,
+the zoo's training, and per model its accuracy, robustness and PA under every dataset shift, every
+threat shift, and Table 3's attack comparison.  Images are uint8 (N, 3, H, W) throughout; every
+robustness under dataset shift is MM5's at the training eps, as OODRobustBench evaluates it."""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pabench.adversarial import datasets as adv_data
+from pabench.adversarial.mm5 import mm_attack
+from pabench.adversarial.models import load_robustbench, load_zoo_model, save_zoo_model
+from pabench.adversarial.training import ZooSettings, as_float, train_zoo
+from pabench.experiments.oodrb import plan
+
+log = logging.getLogger("pabench.oodrb")
+BATCH = 1000  # images per forward pass / attack chunk
+
+
+# ------------------------------------------------------------------ data
+def id_data(o: dict) -> dict:
+    """The zoo's training images and the ID test images (a seeded subset of the test split)."""
+    cfg = o.get("cifar10", {})
+    train_x, train_y = adv_data.load(o["dataset"], "train", cfg)
+    test_x, test_y = adv_data.load(o["dataset"], "test", cfg)
+    if o["n_train"] is not None:
+        train_x, train_y = adv_data.subset(train_x, train_y, o["n_train"], o["test_seed"] + 1)
+    test_x, test_y = adv_data.subset(test_x, test_y, o["n_test"], o["test_seed"])
+    return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
+
+
+def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) -> dict:
+    """One corruption at every configured severity: our generator on n_shift ID test images, or
+    the published CIFAR-10-C files (their first n_shift images per severity).  x is
+    (severities, n, 3, H, W); `source` indexes the clean originals in the ID test split (-1: not
+    in it, so no clean pair for PA)."""
+    n = len(test_x) if o["n_shift"] is None else min(o["n_shift"], len(test_x))
+    severities = list(o["severities"])
+    # Corruption k takes the n test images from position k * n on (wrapping), so that with few
+    # images per corruption the corruptions together still cover the whole ID test split.
+    k = list(o["corruptions"]).index(name) if name in o["corruptions"] else 0
+    source = (k * n + np.arange(n)) % len(test_x)
+    if o["cifar10c"]:
+        from pabench.datasets.cifar_shifts import load_cifar10c
+
+        parts = [load_cifar10c(o["cifar10c"], name, s, o["n_shift"]) for s in severities]
+        x = np.stack([p[0] for p in parts])
+        # The published images corrupt the CIFAR-10 test images in order: they pair with the ID
+        # split only when that is the whole test set (n_test 10,000, kept in order).
+        m = len(parts[0][1])
+        source = np.arange(m) if len(test_x) == 10_000 else np.full(m, -1)
+        return {"x": x, "y": parts[0][1], "severities": np.array(severities), "source": source}
+    from pabench.datasets.corruptions import corrupt
+
+    nhwc = np.ascontiguousarray(test_x[source].transpose(0, 2, 3, 1))
+    x = np.stack([corrupt(nhwc, name, s, seed=o["corruption_seed"], index=source)
+                  .transpose(0, 3, 1, 2) for s in severities])
+    return {"x": np.ascontiguousarray(x), "y": test_y[source], "severities": np.array(severities),
+            "source": source}
+
+
+def natural_data(o: dict, name: str) -> dict:
+    """One natural shift: its images (a seeded subset of n_natural), no clean originals."""
+    if o["dataset"] == "mnist32":
+        from pabench.datasets.digit_shifts import load_natural_shift
+
+        x, y = load_natural_shift(name)
+    else:
+        x, y = _cifar_natural(name, o["natural_root"])
+    if o["n_natural"] is not None:
+        x, y = adv_data.subset(x, y, o["n_natural"], o["test_seed"] + 2)
+    return {"x": x[None], "y": y.astype(np.int64), "severities": np.array([0]),
+            "source": np.full(len(y), -1)}
+
+
+def _cifar_natural(name: str, root):
+    from pabench.datasets import cifar_shifts as cs
+
+    if name == "cifar10.1":
+        return cs.load_cifar101(cs.download_cifar101(root))
+    if name == "cifar10.2":
+        return cs.load_cifar102(cs.download_cifar102(root))
+    if name == "cinic10":
+        return cs.load_cinic10(cs.download_cinic10(root))
+    if name == "cifar10r":
+        return cs.load_cifar10r(cs.download_imagenet_r(root))
+    raise ValueError(f"unknown CIFAR-10 natural shift {name!r}")
+
+
+# ------------------------------------------------------------------ models
+def settings(spec: dict, eps: float, device) -> ZooSettings:
+    keys = ("method", "arch", "epochs", "batch_size", "lr", "pgd_steps", "trades_beta", "seed",
+            "augment", "eps_warmup")
+    return ZooSettings(**{k: spec[k] for k in keys}, eps=eps, device=str(device))
+
+
+def train(name: str, spec: dict, data: dict, eps: float, device, tracker=None):
+    """Train one zoo model; returns the network and its history table (one row per epoch)."""
+    s = settings(spec, eps, device)
+    start = time.perf_counter()
+    net, history = train_zoo(s, data["train_x"], data["train_y"], num_classes(data),
+                             tracker=tracker)
+    seconds = time.perf_counter() - start
+    acc = accuracy(net, data["test_x"], data["test_y"], device)
+    log.info("%s: ID test accuracy %.3f after %.1f s", name, acc, seconds)
+    table = pd.DataFrame(history).assign(model=name, **describe(spec), train_seconds=seconds,
+                                         accuracy=acc)
+    return net, table
+
+
+def save(net, path, spec: dict, data: dict) -> None:
+    save_zoo_model(net, path, spec["arch"], spec["method"], num_classes(data),
+                   data["train_x"].shape[-1], extra={"spec": dict(spec)})
+
+
+def load(config: dict, name: str, path, device):
+    """A zoo model from its checkpoint, or a RobustBench model by id (paper scale)."""
+    if name in plan.zoo(config):
+        return load_zoo_model(path, device=device)[0]
+    o = config["oodrb"]
+    return load_robustbench(name, "cifar10", o["robustbench_dir"], device)
+
+
+def describe(spec: dict) -> dict:
+    """The model columns every per-model table carries."""
+    method = spec.get("method", "robustbench")
+    return {"method": method, "adversarial": method != "undefended",
+            "arch": spec.get("arch", "robustbench"), "epochs": spec.get("epochs", np.nan),
+            "augment": spec.get("augment", ""),
+            "trades_beta": spec["trades_beta"] if method == "trades" else np.nan}
+
+
+def num_classes(data: dict) -> int:
+    return int(max(data["train_y"].max(), data["test_y"].max())) + 1
+
+
+@torch.no_grad()
+def logits(model, images, device) -> np.ndarray:
+    """Float64 logits of uint8 images (numpy) or of float images in [0, 1] (a tensor)."""
+    out = []
+    for i in range(0, len(images), BATCH):
+        chunk = images[i:i + BATCH]
+        if isinstance(chunk, np.ndarray):
+            chunk = as_float(torch.from_numpy(np.ascontiguousarray(chunk)))
+        out.append(model(chunk.to(device)).double().cpu())
+    return torch.cat(out).numpy()
+
+
+def accuracy(model, images_u8, labels, device) -> float:
+    return float((logits(model, images_u8, device).argmax(1) == labels).mean())
+
+
+def mm5(model, images_u8: np.ndarray, labels: np.ndarray, eps: float, o: dict, device,
+        norm: str = "Linf"):
+    """MM5 (o["mm5"]) on uint8 images: (adversarial logits, robust flags, gradient evaluations)."""
+    x = as_float(torch.from_numpy(np.ascontiguousarray(images_u8)).to(device))
+    y = torch.from_numpy(np.asarray(labels)).long().to(device)
+    r = mm_attack(model, x, y, eps, norm, o["mm5"]["n_targets"], o["mm5"]["steps"], seed=0,
+                  batch_size=BATCH, early_stop=True)
+    return logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
+
+
+# ------------------------------------------------------------------ evaluations
+def _row(name, spec, shift, family, severity, n, acc, rob, **scores) -> dict:
+    return {"model": name, **describe(spec), "shift": shift, "family": family,
+            "severity": int(severity), "n": int(n), "accuracy": acc, "robustness": rob, **scores}
+
+
+def _pa_columns(clean: np.ndarray, views: np.ndarray, labels, pa) -> pd.DataFrame:
+    """PA (both solvers) and AFR of each view against the clean logits, as the tidy columns."""
+    from pabench.metrics.views import score_views
+
+    s = score_views(clean, views, labels, pa)
+    return pd.DataFrame({"log_pa": s.logpa_exact, "log_pa_adam": s.logpa_adam,
+                         "beta": s.beta_exact, "afr_pred": s.afr_pred, "afr_true": s.afr_true})
+
+
+def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, device):
+    """ID and every dataset shift for one model: clean accuracy, MM5 robustness at eps, and PA /
+    AFR between the clean and the shifted (ID: adversarial) logits.  Returns the rows and the
+    per-image predictions (clean and adversarial) on the ID set and the natural shifts."""
+    from pabench.core.io import load_npz
+
+    o, spec = config["oodrb"], plan.zoo(config).get(name, {})
+    eps = plan.eps_of(config)
+    x, y = data["test_x"], data["test_y"]
+    clean = logits(model, x, device)
+    adv, robust, _ = mm5(model, x, y, eps, o, device)
+    scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
+    rows = [_row(name, spec, "id", "id", 0, len(y), float((clean.argmax(1) == y).mean()),
+                 float(robust.mean()), **scores)]
+    preds = [_predictions(name, spec, "id", y, clean, adv)]
+    # Every shifted image in one MM5 call: large batches are several times cheaper per image.
+    sets = []
+    for shift, path in shift_files.items():
+        d = load_npz(path, ["x", "y", "severities", "source"])
+        for k, severity in enumerate(d["severities"]):
+            sets.append((shift, int(severity), d["x"][k], d["y"], d["source"]))
+    all_x = np.concatenate([s[2] for s in sets])
+    all_y = np.concatenate([s[3] for s in sets])
+    all_clean = logits(model, all_x, device)
+    all_adv, all_robust, _ = mm5(model, all_x, all_y, eps, o, device)
+    bounds = np.cumsum([0] + [len(s[3]) for s in sets])
+    paired = [(j, s) for j, s in enumerate(sets) if (s[4] >= 0).all()]
+    pa_rows = {}
+    if paired:
+        # every corruption of the same originals: one stacked PA solve against their clean logits
+        views = np.stack([all_clean[bounds[j]:bounds[j + 1]] for j, _ in paired])
+        ref = np.stack([clean[s[4]] for _, s in paired])
+        table = _pa_columns(ref, views, np.stack([s[3] for _, s in paired]), pa)
+        pa_rows = {j: table.iloc[k].to_dict() for k, (j, _) in enumerate(paired)}
+    nan = dict.fromkeys(("log_pa", "log_pa_adam", "beta", "afr_pred", "afr_true"), np.nan)
+    for j, (shift, severity, _, labels, _) in enumerate(sets):
+        lo, hi = bounds[j], bounds[j + 1]
+        family = "corruption" if plan.is_corruption(config, shift) else "natural"
+        rows.append(_row(name, spec, shift, family, severity, hi - lo,
+                         float((all_clean[lo:hi].argmax(1) == labels).mean()),
+                         float(all_robust[lo:hi].mean()), **pa_rows.get(j, nan)))
+        if family == "natural":
+            preds.append(_predictions(name, spec, shift, labels, all_clean[lo:hi], all_adv[lo:hi]))
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True)
+
+
+def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:
+    return pd.DataFrame({"model": name, "adversarial": describe(spec)["adversarial"], "shift": shift, "index": np.arange(len(labels)),
+                         "label": labels, "pred_clean": clean.argmax(1), "pred_adv": adv.argmax(1)})
+
+
+def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFrame:
+    """Every threat shift on the ID test images: robust accuracy and PA / AFR of clean vs
+    adversarial logits.  L-inf and L2 run MM5; StAdv and ReColor their own attacks."""
+    from pabench.adversarial.threats import RECOLOR_LR, STADV_LR, threat_attack
+
+    THREAT_LR = {"stadv": STADV_LR, "recolor": RECOLOR_LR}
+
+    o, spec = config["oodrb"], plan.zoo(config).get(name, {})
+    x, y = data["test_x"], data["test_y"]
+    clean = logits(model, x, device)
+    rows = []
+    for shift, t in plan.threats(config).items():
+        start = time.perf_counter()
+        if t["kind"] in ("linf", "l2"):
+            adv, robust, evals = mm5(model, x, y, t["eps"], o, device,
+                                     "Linf" if t["kind"] == "linf" else "L2")
+        else:
+            xf = as_float(torch.from_numpy(x).to(device))
+            steps = t.get("steps", 100)
+            # Fewer steps than the reference's 100 take proportionally larger Adam steps, so the
+            # attack can still reach its bound (ReColor's lr 0.001 x 20 steps would stop at 0.02).
+            lr = None if steps >= 100 else THREAT_LR[t["kind"]] * 100 / steps
+            r = threat_attack(t["kind"], model, xf, torch.from_numpy(y).long().to(device),
+                              t["eps"], steps, batch_size=BATCH, lr=lr)
+            adv, robust, evals = logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
+        scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
+        rows.append(_row(name, spec, shift, "threat", 0, len(y), np.nan, float(robust.mean()),
+                         **scores, kind=t["kind"], eps=t["eps"], steps=t.get("steps"),
+                         grad_evals=evals,
+                         seconds=time.perf_counter() - start))
+        log.info("%s %s: robust accuracy %.3f", name, shift, rows[-1]["robustness"])
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Table 3: the attacks compared
+class _Counter:
+    """Counts, on a model, the images in every backward pass that reaches the input (gradient
+    evaluations) and in every forward pass, by hooks: one count for every attack alike."""
+
+    def __init__(self, model):
+        self.grad = self.forward = 0
+        self._hooks = [model.register_full_backward_hook(self._backward),
+                       model.register_forward_hook(self._forward)]
+
+    def _backward(self, module, grad_input, grad_output):
+        self.grad += grad_output[0].shape[0]
+
+    def _forward(self, module, inputs, output):
+        self.forward += inputs[0].shape[0]
+
+    def close(self):
+        for h in self._hooks:
+            h.remove()
+
+
+def _loss(name: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-image loss the PGD variants ascend: cross-entropy, or CW's margin max_{j != y} f_j - f_y."""
+    if name == "pgd":
+        return torch.nn.functional.cross_entropy(out, y, reduction="none")
+    other = out.clone()
+    other[torch.arange(len(y)), y] = -torch.inf
+    return other.amax(1) - out.gather(1, y[:, None])[:, 0]
+
+
+def pgd(model, x: torch.Tensor, y: torch.Tensor, eps: float, steps: int, rel_stepsize: float,
+        loss: str = "pgd") -> torch.Tensor:
+    """L-inf PGD without random start (step rel_stepsize x eps, sign of the gradient) on CE
+    ("pgd") or the CW margin ("cw"); a point counts as broken when any iterate misclassifies it,
+    and its adversarial example is the first such iterate.  Returns the robust flags."""
+    model.requires_grad_(False)
+    adv, robust = x.clone(), model(x).argmax(1) == y
+    for _ in range(steps):
+        adv.requires_grad_(True)
+        out = model(adv)
+        robust &= out.argmax(1) == y
+        (grad,) = torch.autograd.grad(_loss(loss, out, y).sum(), adv)
+        step = rel_stepsize * eps * grad.sign() * robust[:, None, None, None]
+        adv = (x + (adv.detach() + step - x).clamp(-eps, eps)).clamp(0, 1)
+    with torch.no_grad():
+        robust &= model(adv).argmax(1) == y
+    return robust
+
+
+def autoattack(model, x, y, eps: float, a: dict, device) -> torch.Tensor:
+    """AutoAttack's standard version (APGD-CE, APGD-T, FAB-T, Square; pyautoattack, the reference
+    code) with its iteration counts from the config.  Returns the robust flags."""
+    from pyautoattack import AutoAttack
+
+    aa = AutoAttack(model, norm="Linf", eps=eps, version="standard", seed=0, device=device)
+    aa.verbose = False
+    aa.apgd.n_iter = aa.apgd_targeted.n_iter = a["apgd_steps"]
+    aa.fab.n_iter = a["fab_steps"]
+    aa.square.n_queries = a["square_queries"]
+    x_adv, _ = aa.run_standard_evaluation(x, y, batch_size=BATCH)
+    with torch.no_grad():
+        return torch.from_numpy(logits(model, x_adv, device).argmax(1)).to(y.device) == y
+
+
+def attacks(config: dict, name: str, model, data: dict, shift_files: dict, device) -> pd.DataFrame:
+    """Table 3 for one model: PGD, CW, AutoAttack and MM5 at eps on the first table3.n ID test
+    images and on table3.n images at table3.severity drawn across the corruptions in turn (image
+    i from corruption i mod 15), with measured gradient evaluations and seconds."""
+    from pabench.core.io import load_npz
+
+    o, spec, t3 = config["oodrb"], plan.zoo(config).get(name, {}), config["oodrb"]["table3"]
+    eps, n = plan.eps_of(config), t3["n"]
+    sets = {"id": (data["test_x"][:n], data["test_y"][:n])}
+    corruptions = [s for s in shift_files if plan.is_corruption(config, s)]
+    if corruptions:
+        loaded = {c: load_npz(shift_files[c], ["x", "y", "severities"]) for c in corruptions}
+        picks = [(corruptions[i % len(corruptions)], i // len(corruptions)) for i in range(n)]
+        picks = [(c, j) for c, j in picks if j < len(loaded[c]["y"])]
+        k = {c: list(loaded[c]["severities"]).index(t3["severity"]) for c in corruptions}
+        sets["corruptions"] = (np.stack([loaded[c]["x"][k[c]][j] for c, j in picks]),
+                               np.array([loaded[c]["y"][j] for c, j in picks]))
+    rows = []
+    for shift, (images, labels) in sets.items():
+        x = as_float(torch.from_numpy(np.ascontiguousarray(images)).to(device))
+        y = torch.from_numpy(labels).long().to(device)
+        for attack in ("pgd", "cw", "aa", "mm5"):
+            counter, start = _Counter(model), time.perf_counter()
+            try:
+                if attack in ("pgd", "cw"):
+                    robust = pgd(model, x, y, eps, t3[attack]["steps"],
+                                 t3[attack].get("rel_stepsize", 0.1), attack)
+                elif attack == "aa":
+                    robust = autoattack(model, x, y, eps, t3["aa"], device)
+                else:
+                    robust = mm_attack(model, x, y, eps, "Linf", o["mm5"]["n_targets"],
+                                       o["mm5"]["steps"], batch_size=BATCH).robust
+            finally:
+                counter.close()
+            rows.append({"model": name, **describe(spec), "attack": attack, "shift": shift,
+                         "severity": 0 if shift == "id" else t3["severity"], "n": len(labels),
+                         "robustness": float(robust.float().mean()),
+                         "grad_evals": counter.grad, "forward_evals": counter.forward,
+                         "seconds": time.perf_counter() - start})
+            log.info("%s %s %s: robust accuracy %.3f, %d gradient evaluations", name, shift,
+                     attack, rows[-1]["robustness"], counter.grad)
+    return pd.DataFrame(rows)

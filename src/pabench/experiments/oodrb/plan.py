@@ -1,0 +1,128 @@
+"""Jobs of the OODRobustBench experiment, from the config (no PyTorch): the zoo, the dataset
+shifts, the threat shifts, and the per-model files each stacked table reads."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from pabench.core import paths
+
+# Kinds of per-model results, one rule each: `shifts` (ID, every dataset shift and every threat
+# shift: accuracy, robustness, PA; it also writes `threats` and `predictions`, one job per model
+# saves a process start and a model load), `attacks` (Table 3's attack comparison).
+RESULTS = ("shifts", "attacks")
+# Stacked tables (rule oodrb_table): `shifts` holds every model's dataset-shift and threat-shift
+# rows (the ID-OOD analysis needs both), then Table 3's attacks, the per-image predictions of
+# Figure 5 and the zoo's training histories.
+TABLES = ("shifts", "attacks", "predictions", "history")
+THREAT_KINDS = ("linf", "l2", "stadv", "recolor", "ppgd", "lpa")
+LPIPS_KINDS = ("ppgd", "lpa")  # need LPIPS AlexNet weights: not implemented, always skipped
+NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
+           "cifar10": ("cifar10.1", "cifar10.2", "cinic10", "cifar10r")}
+
+
+def _o(config: dict) -> dict:
+    return config["oodrb"]
+
+
+def dataset(config: dict) -> str:
+    return _o(config)["dataset"]
+
+
+def zoo(config: dict) -> dict[str, dict]:
+    """Every self-trained model's full settings ({name: settings}), defaults filled in."""
+    z = _o(config)["zoo"]
+    return {spec["name"]: {**z["defaults"], **{k: v for k, v in spec.items() if k != "name"}}
+            for spec in z["models"]}
+
+
+def describe_zoo(config: dict) -> str:
+    """The zoo's variety in a caption: "arch smallcnn4, smallcnn8; epochs 1, 3; ..."."""
+    specs = zoo(config).values()
+    parts = []
+    for key in ("arch", "epochs", "augment", "trades_beta"):
+        values = sorted({s[key] for s in specs if key != "trades_beta" or s["method"] == "trades"},
+                        key=str)
+        if values:
+            parts.append(f"{key} {', '.join(map(str, values))}")
+    return "; ".join(parts)
+
+
+def robustbench(config: dict) -> list[str]:
+    return list(_o(config)["robustbench"])
+
+
+def models(config: dict) -> list[str]:
+    """Every model evaluated: the self-trained zoo, then the RobustBench ids."""
+    return list(zoo(config)) + robustbench(config)
+
+
+def trained(config: dict) -> list[str]:
+    return list(zoo(config))
+
+
+def shifts(config: dict) -> list[str]:
+    """The dataset shifts, corruptions first (one data file each)."""
+    return list(_o(config)["corruptions"]) + list(_o(config)["natural"])
+
+
+def is_corruption(config: dict, shift: str) -> bool:
+    return shift in _o(config)["corruptions"]
+
+
+def threats(config: dict) -> dict[str, dict]:
+    """The threat shifts this scale runs ({name: settings}, eps resolved); PPGD and LPA are
+    skipped (they need LPIPS AlexNet weights, and are not implemented here yet)."""
+    o = _o(config)
+    out = {}
+    for t in o["threats"]:
+        if t["kind"] in LPIPS_KINDS:
+            continue
+        eps = radius(t["eps"], t["kind"]) if "eps" in t else t["eps_scale"] * eps_of(config)
+        out[t["name"]] = {**t, "eps": float(eps)}
+    return out
+
+
+def skipped_threats(config: dict) -> list[str]:
+    o = _o(config)
+    return [t["name"] for t in o["threats"] if t["kind"] in LPIPS_KINDS]
+
+
+def radius(value, kind: str) -> float:
+    """A threat's radius: an L-inf eps lies in (0, 1] ("8/255" allowed); an L2 radius, a flow
+    bound or a colour bound is any positive number."""
+    if kind == "linf":
+        return paths.parse_eps(value)
+    eps = float(Fraction(str(value).strip())) if isinstance(value, str) else float(value)
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"radius {value!r} of a {kind} threat must be a positive number")
+    return eps
+
+
+def eps_of(config: dict) -> float:
+    """The training and ID threat radius as a number ("8/255" allowed in the config)."""
+    return paths.parse_eps(_o(config)["eps"])
+
+
+def table3_models(config: dict) -> list[str]:
+    return list(_o(config)["table3"]["models"])
+
+
+def data_file(config: dict, shift: str | None = None) -> str:
+    return paths.oodrb_data(dataset(config), shift or "id")
+
+
+def shift_files(config: dict) -> dict[str, str]:
+    return {s: data_file(config, s) for s in shifts(config)}
+
+
+def table_inputs(config: dict, kind: str) -> list[str]:
+    """The per-model files stacked into oodrb_table(kind)."""
+    d = dataset(config)
+    if kind == "history":
+        return [paths.oodrb_file("history", d, m) for m in trained(config)]
+    if kind == "predictions":
+        return [paths.oodrb_file("predictions", d, m) for m in models(config)]
+    if kind == "attacks":
+        return [paths.oodrb_file(kind, d, m) for m in table3_models(config)]
+    return [paths.oodrb_file(k, d, m) for m in models(config) for k in ("shifts", "threats")]

