@@ -10,12 +10,6 @@ OODRB_MODELS = "|".join(map(re.escape, oodrb.models(config))) or "^$"
 OODRB_SHIFTS = "|".join(map(re.escape, oodrb.shifts(config))) or "^$"
 
 
-def oodrb_model_input(wc):
-    """A zoo model's checkpoint; RobustBench models are fetched by the job itself."""
-    return ([paths.oodrb_file("models", wc.dataset, wc.oodrb_model)]
-            if wc.oodrb_model in oodrb.zoo(config) else [])
-
-
 rule oodrb_data:
     output:
         data=paths.oodrb_data(shift="id"),
@@ -92,7 +86,7 @@ for kind in oodrb.RESULTS:
         name:
             f"oodrb_{kind}"
         input:
-            model=oodrb_model_input,
+            model=lambda wc: oodrb.model_input(config, wc.dataset, wc.oodrb_model),
             data=paths.oodrb_data(shift="id"),
             shifts=list(oodrb.shift_files(config).values()),
         output:

@@ -1,8 +1,8 @@
 """Claims of OODRobustBench (Li et al. 2024; Sections 3-5 and Appendix B.2).
 
 Each check receives the stacked tidy tables it names (see pabench.reporting.claims): oodrb_shifts
-(one row per model, shift and severity: ID, corruption, natural and threat rows; a separately
-stacked threats table must be concatenated into it), oodrb_attacks (Table 3's attack comparison)
+(one row per model, shift and severity: ID, corruption, natural and threat rows; the workflow
+stacks each model's threat rows into it), oodrb_attacks (Table 3's attack comparison)
 and oodrb_predictions (per-image clean and adversarial predictions on the ID set and the natural
 shifts).  No derived table is needed: every check computes what it compares with
 pabench.experiments.oodrb.analysis, the same functions the figures and tables use (percent units,

@@ -108,6 +108,11 @@ def table3_models(config: dict) -> list[str]:
     return list(_o(config)["table3"]["models"])
 
 
+def model_input(config: dict, dataset: str, model: str) -> list[str]:
+    """A zoo model's checkpoint; RobustBench models are fetched by the job itself (none)."""
+    return [paths.oodrb_file("models", dataset, model)] if model in zoo(config) else []
+
+
 def data_file(config: dict, shift: str | None = None) -> str:
     return paths.oodrb_data(dataset(config), shift or "id")
 
