@@ -212,10 +212,10 @@ def _(attacks):
     _need(mm5.gap_models > 0, "no model ran both AutoAttack and MM5")
     _need(np.isfinite(mm5.grad_evals_id) and np.isfinite(aa.grad_evals_id),
           "no gradient evaluation counts")
-    holds = abs(mm5.gap_id) <= MM5_AA_MAX_GAP and mm5.grad_evals_id < aa.grad_evals_id
+    holds = abs(mm5.gap_id) <= MM5_AA_MAX_GAP + 1e-9 and mm5.grad_evals_id < aa.grad_evals_id
     text = f"MM5 - AA: ID {mm5.gap_id:+.2f} points"
     if np.isfinite(mm5.gap_ood):
-        holds = holds and abs(mm5.gap_ood) <= MM5_AA_MAX_GAP
+        holds = holds and abs(mm5.gap_ood) <= MM5_AA_MAX_GAP + 1e-9  # percent differences of floats
         text += f", corrupted {mm5.gap_ood:+.2f} points"
     return bool(holds), (f"{text} over {int(mm5.gap_models)} models; gradient evaluations per ID "
                          f"image: MM5 {mm5.grad_evals_id:.0f}, AA {aa.grad_evals_id:.0f}")

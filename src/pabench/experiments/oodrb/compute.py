@@ -181,7 +181,8 @@ def _pa_columns(clean: np.ndarray, views: np.ndarray, labels, pa) -> pd.DataFram
 
 def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, device):
     """ID and every dataset shift for one model: clean accuracy, MM5 robustness at eps, and PA /
-    AFR between the clean and the shifted (ID: adversarial) logits.  Returns the rows and the
+    AFR between the clean and the shifted (ID: MM5's adversarial, the first misclassified
+    iterate, the clean image where robust) logits.  Returns the rows and the
     per-image predictions (clean and adversarial) on the ID set and the natural shifts."""
     from pabench.core.io import load_npz
 
@@ -208,7 +209,7 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
     paired = [(j, s) for j, s in enumerate(sets) if (s[4] >= 0).all()]
     pa_rows = {}
     if paired:
-        # every corruption of the same originals: one stacked PA solve against their clean logits
+        # each corrupted set against the clean logits of its own originals, in one stacked solve
         views = np.stack([all_clean[bounds[j]:bounds[j + 1]] for j, _ in paired])
         ref = np.stack([clean[s[4]] for _, s in paired])
         table = _pa_columns(ref, views, np.stack([s[3] for _, s in paired]), pa)
