@@ -107,21 +107,25 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
-def _validate(x, y, eps, norm, n_targets, n_iter, seed, batch_size):
-    """Everything that can be checked without running the model; returns the clean values."""
+def _check_eps(eps) -> float:
+    """A finite radius > 0 (a number or a one-element tensor), as a float."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) and not (
             isinstance(eps, torch.Tensor) and eps.numel() == 1):
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
     eps_f = float(eps)
     if not math.isfinite(eps_f) or eps_f <= 0:
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    if not isinstance(norm, str) or norm.lower() not in _NORMS:
-        raise ValueError(f"norm must be 'Linf' or 'L2', got {norm!r}")
-    n_targets = _check_int("n_targets", n_targets, 1)
-    n_iter = _check_int("n_iter", n_iter, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    return eps_f
+
+
+def _check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"seed must be an integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_tensors(x, y) -> None:
+    """Images a floating-point tensor, labels an integer one."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point tensor, got "
                          f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
@@ -129,15 +133,32 @@ def _validate(x, y, eps, norm, n_targets, n_iter, seed, batch_size):
             or y.is_complex():
         raise ValueError(f"y must be an integer tensor of labels, got "
                          f"{y.dtype if isinstance(y, torch.Tensor) else type(y).__name__}")
+
+
+def _check_range(x) -> None:
+    """Every value finite and in [0, 1]."""
+    lo, hi = x.min().item(), x.max().item()
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < 0 or hi > 1:
+        raise ValueError(f"x must lie in [0, 1], got values in [{lo}, {hi}]")
+
+
+def _validate(x, y, eps, norm, n_targets, n_iter, seed, batch_size):
+    """Everything that can be checked without running the model; returns the clean values."""
+    eps_f = _check_eps(eps)
+    if not isinstance(norm, str) or norm.lower() not in _NORMS:
+        raise ValueError(f"norm must be 'Linf' or 'L2', got {norm!r}")
+    n_targets = _check_int("n_targets", n_targets, 1)
+    n_iter = _check_int("n_iter", n_iter, 1)
+    batch_size = _check_int("batch_size", batch_size, 1)
+    seed = _check_seed(seed)
+    _check_tensors(x, y)
     if x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
         raise ValueError(f"x must be (N, ...) and y (N,) with the same N, got x of shape "
                          f"{tuple(x.shape)} and y of shape {tuple(y.shape)}")
     if x.shape[0] == 0:
         raise ValueError("x is empty (0 points)")
-    lo, hi = x.min().item(), x.max().item()
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < 0 or hi > 1:
-        raise ValueError(f"x must lie in [0, 1], got values in [{lo}, {hi}]")
-    return eps_f, _NORMS[norm.lower()], n_targets, n_iter, int(seed), batch_size
+    _check_range(x)
+    return eps_f, _NORMS[norm.lower()], n_targets, n_iter, seed, batch_size
 
 
 class _Frozen:

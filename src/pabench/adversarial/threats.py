@@ -118,7 +118,11 @@ import torch
 import torch.nn.functional as F
 
 from pabench.adversarial.mm5 import (  # shared with the MM attacks
+    _check_eps,
     _check_int,
+    _check_range,
+    _check_seed,
+    _check_tensors,
     _Frozen,
     _predict,
 )
@@ -395,24 +399,12 @@ class _ReColor:
 # =================================================================================================
 
 def _validate(x, y, eps, steps, seed, batch_size, channels3: bool):
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) and not (
-            isinstance(eps, torch.Tensor) and eps.numel() == 1):
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-    eps_f = float(eps)
-    if not math.isfinite(eps_f) or eps_f <= 0:
-        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+    eps_f = _check_eps(eps)
     steps = _check_int("steps", steps, 1)
     if batch_size is not None:
         batch_size = _check_int("batch_size", batch_size, 1)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise ValueError(f"x must be a floating-point tensor, got "
-                         f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
-    if not isinstance(y, torch.Tensor) or y.dtype.is_floating_point or y.dtype == torch.bool \
-            or y.is_complex():
-        raise ValueError(f"y must be an integer tensor of labels, got "
-                         f"{y.dtype if isinstance(y, torch.Tensor) else type(y).__name__}")
+    seed = _check_seed(seed)
+    _check_tensors(x, y)
     if x.ndim != 4:
         raise ValueError(f"x must be a batch of images (N, C, H, W), got shape {tuple(x.shape)}")
     if y.ndim != 1 or x.shape[0] != y.shape[0]:
@@ -424,10 +416,8 @@ def _validate(x, y, eps, steps, seed, batch_size, channels3: bool):
         raise ValueError("x is empty (0 points)")
     if x.numel() == 0:
         raise ValueError(f"x has no pixels, shape {tuple(x.shape)}")
-    lo, hi = x.min().item(), x.max().item()
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo < 0 or hi > 1:
-        raise ValueError(f"x must lie in [0, 1], got values in [{lo}, {hi}]")
-    return eps_f, steps, int(seed), batch_size
+    _check_range(x)
+    return eps_f, steps, seed, batch_size
 
 
 def _margin(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
