@@ -48,3 +48,15 @@ def finished(ran, tmp_path):
     dst = tmp_path / "run"
     shutil.copytree(root, dst, symlinks=True, ignore=shutil.ignore_patterns("wandb"))
     return dst
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small tensors: one thread is faster than two threads fighting other jobs for the cores.
+    A module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -15,13 +15,7 @@ from pabench.adversarial.mm5 import MM3, MM5, MMPLUS, MMResult, checkpoints, mm_
 N_TEST = 300
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matrices: one thread is faster than two threads fighting other jobs for the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
