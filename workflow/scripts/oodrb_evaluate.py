@@ -14,7 +14,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     config, kind, name = smk.config, smk.params.kind, smk.wildcards.oodrb_model
     device = resolve_device(config["oodrb"]["device"])
     model = compute.load(config, name, smk.input.model[0] if smk.input.model else None, device)
-    data = load_npz(smk.input.data, ["train_x", "train_y", "test_x", "test_y"])
+    data = load_npz(smk.input.data, ["test_x", "test_y"])  # evaluations use the ID test split only
     pa = PASettings.from_config(smk.params.pa, config["oodrb"]["pa_epochs"])
     shift_files = dict(zip(plan.shifts(config), smk.input.shifts))
     if kind == "shifts":
