@@ -3,7 +3,7 @@ VENV ?= $(HOME)/.cache/pabench/venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: env browser workflow test test-fast report bench
+.PHONY: env browser workflow test test-fast test-slurm rehearsal report bench
 
 env:
 	@bash envs/install.sh "$(VENV)"
@@ -23,9 +23,22 @@ test: env browser
 test-fast: env
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests/unit
 
+# The SLURM profile on a real single-node Slurm (Debian's packages, installed if missing, started
+# and always stopped by tests/slurm/cluster.sh; needs root): the test-scale workflow through
+# `--executor slurm` equals a local run, a failing job is reported, bad input is refused before
+# any job is submitted. Not part of `make test` (docs/cluster.md: how long it takes).
+test-slurm: env
+	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 bash tests/slurm/cluster.sh run \
+		python -m pytest -q -s -p no:cacheprovider tests/slurm
+
 # Snakemake's offline HTML report of the current results (figures, tables, claims, timings).
 report: env
 	PATH="$(BIN):$$PATH" snakemake --report report.html
+
+# Every paper-scale rule on stand-in inputs, small sizes and random RobustBench weights, in
+# ./rehearsal (workflow/config/rehearsal.yaml; about 30 minutes on 2 cores).
+rehearsal: env
+	PATH="$(BIN):$$PATH" python -m pabench.rehearsal --dir rehearsal --cores $(CORES)
 
 bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_pa.py

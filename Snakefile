@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from pabench.core import config as pabench_config
-from pabench import tracking
+from pabench import cluster, tracking
 from pabench.core import paths
 from pabench.reporting.registry import all_targets
 
@@ -42,6 +42,16 @@ include: "workflow/rules/avgcase.smk"
 include: "workflow/rules/oodrb.smk"
 include: "workflow/rules/papers.smk"
 include: "workflow/rules/checks.smk"
+
+
+onstart:
+    # On SLURM, check Slurm, resource keys and GPU partitions before the first job is submitted
+    # (onstart runs once, in this process, after the DAG is built; pabench.cluster says more).
+    if workflow.executor_plugin is not None and workflow.executor_plugin.name.endswith("slurm"):
+        try:
+            cluster.preflight(workflow)
+        except cluster.PreflightError as err:
+            sys.exit(str(err))
 
 
 rule all:

@@ -18,7 +18,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$venv/bin/pip" install -q --upgrade pip
     # The CUDA build runs on CPU too; torchvision must match torch.
     "$venv/bin/pip" install -q "torch==2.14.1" "torchvision==0.29.1"
-    "$venv/bin/pip" install -q -e "$here[test]"
+    # slurm: the SLURM executor plugin (small, pure Python), so its pre-flight tests run too;
+    # robustbench: the paper's RobustBench architectures (the rehearsal and its tests).
+    "$venv/bin/pip" install -q -e "$here[test,slurm,robustbench]"
     echo "$want" > "$stamp"
 fi
 "$venv/bin/pip" install -q --no-deps -e "$here"

@@ -1,5 +1,7 @@
 """The adversarial experiments' parts: eps parsing, AR views, the JPEG + RS defence, safe model
 loading, zoo training, every attack's output checks and resumption, and scoring."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,15 @@ from pabench.core.paths import UNBOUNDED, AttackRun, Eps, parse_eps
 from pabench.metrics.settings import PASettings
 from pabench.experiments.adversarial.scoring import score_records
 from pabench.adversarial.training import ZooSettings, pgd_linf, scores, train_zoo
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def needs_robustbench():
+    import importlib.util
+
+    if importlib.util.find_spec("robustbench") is None:
+        pytest.skip("the optional robustbench package is not installed (make env installs it)")
 
 
 @pytest.fixture(scope="module")
@@ -212,12 +223,39 @@ def test_test_subset_is_seeded_and_spans_the_classes():
     assert datasets.subset(images, labels, 5000, seed=0)[1] is labels
 
 
-def test_robustbench_models_need_the_optional_package():
-    import importlib.util
+def test_robustbench_random_weights_build_the_architecture_offline(tmp_path):
+    """weights="random" builds the published architecture (the rehearsal's path): a CIFAR-10
+    model maps (N, 3, 32, 32) to 10 logits, downloads nothing, and is in eval mode."""
+    needs_robustbench()
+    from pabench.adversarial import robustbench
 
-    from pabench.adversarial.models import load_robustbench
+    torch.manual_seed(0)
+    model = robustbench.load("Wong2020Fast", "cifar10", tmp_path / "rb", weights="random")
+    assert not model.training
+    with torch.no_grad():
+        assert model(torch.rand(2, 3, 32, 32)).shape == (2, 10)
+    # an ImageNet constructor that starts from torchvision's pretrained weights: none fetched
+    model = robustbench.load("Salman2020Do_R18", "imagenet", tmp_path / "rb", weights="random")
+    with torch.no_grad():
+        assert model(torch.rand(1, 3, 64, 64)).shape == (1, 1000)
+    assert not (tmp_path / "rb").exists()
+    with pytest.raises(ValueError, match="'NoSuch2099' is not a RobustBench cifar10"):
+        robustbench.load("NoSuch2099", "cifar10", tmp_path, weights="random")
+    with pytest.raises(ValueError, match="weights must be one of"):
+        robustbench.load("Wong2020Fast", "cifar10", tmp_path, weights="pretrained")
 
-    if importlib.util.find_spec("robustbench") is not None:
-        pytest.skip("robustbench is installed; its models need internet to download weights")
-    with pytest.raises(RuntimeError, match=r"pip install 'pabench\[robustbench\]'"):
-        load_robustbench("Standard", "cifar10", "data/robustbench")
+
+def test_every_configured_robustbench_id_exists():
+    """The paper-scale ids (adversarial, ImageNet, OODRobustBench) are RobustBench ids: a typo
+    would only surface after hours of a paper-scale run."""
+    needs_robustbench()
+    from pabench.adversarial import robustbench
+    from pabench.core import config as cfg
+    from pabench.experiments.adversarial.checks import ROBUSTBENCH_MODELS
+
+    paper = cfg.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
+    ids = {"cifar10": set(ROBUSTBENCH_MODELS["cifar10"]) | set(paper["oodrb"]["robustbench"])
+           | set(paper["adversarial"]["robustbench"]),
+           "imagenet": set(ROBUSTBENCH_MODELS["imagenet"])}
+    for dataset, names in ids.items():
+        assert sorted(names - set(robustbench.architectures(dataset))) == [], dataset

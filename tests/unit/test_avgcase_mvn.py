@@ -98,6 +98,14 @@ def test_diagonal_covariance_is_a_product_of_univariate_cdfs(k):
     np.testing.assert_allclose(mvn_cdf(z, cov, abseps=1e-12), expected, rtol=1e-6, atol=1e-9)
 
 
+def test_many_independent_variables_do_not_overflow():
+    # The integrand keeps 2 Phi per factor in float32: 200 factors need its rescaling (2^200).
+    z = np.random.default_rng(6).uniform(2.5, 4.0, (3, 200))
+    cov = np.eye(200)
+    p = mvn_cdf(z, cov, abseps=1e-12, max_samples=2048)
+    np.testing.assert_allclose(p, norm.cdf(z).prod(axis=1), rtol=1e-5)
+
+
 def test_infinite_limits():
     cov = make_covs(3, 6, 3, 50)
     z = np.random.default_rng(3).normal(0.3, 1.0, (6, 3))

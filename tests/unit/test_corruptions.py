@@ -281,3 +281,35 @@ def test_sample_grid_shows_every_corruption_and_severity(cifar, tmp_path):
     assert list(table.corruption) == ["fog"] * 5 + ["pixelate"] * 5 and list(table.severity) == [1, 2, 3, 4, 5] * 2
     fog = table[table.corruption == "fog"].mean_abs_change.to_numpy()
     assert (fog > 0).all() and fog[-1] > fog[0]
+
+
+# --- the fused C kernels against their numpy / PyTorch fallbacks ------------------------------
+
+def test_native_kernels_give_the_fallbacks_bytes(cifar, monkeypatch):
+    from pabench.datasets.corruptions import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler: only the numpy / PyTorch path exists here")
+    images = np.concatenate([cifar, np.zeros_like(cifar[:1]), np.full_like(cifar[:1], 255)])
+    fast = {(n, s): corrupt(images, n, s, seed=5, start=7) for n in native.FUSED for s in SEVERITIES}
+    monkeypatch.setattr(native, "load", lambda: None)
+    for (name, severity), out in fast.items():
+        slow = corrupt(images, name, severity, seed=5, start=7)
+        # the same float operations in the same order: identical bytes, not just close
+        np.testing.assert_array_equal(out, slow, err_msg=f"{name} {severity}")
+
+
+def test_the_inverse_normal_cdf_is_erfinv_to_float_precision():
+    from pabench.datasets.corruptions.rng import normal_from_uniform
+
+    u = np.concatenate([(np.arange(2 ** 16, dtype=np.float64) + 0.5) / 2 ** 16,
+                        (np.arange(1, 4096) + 0.5) * 2.0 ** -24]).astype(np.float32)  # deep tail too
+    u = np.concatenate([u, np.float32(1) - u])
+    exact = torch.erfinv(torch.from_numpy(2 * u.astype(np.float64) - 1)).numpy() * np.sqrt(2)
+    np.testing.assert_allclose(normal_from_uniform(u), exact, rtol=2e-6, atol=2e-7)
+
+
+def test_a_kept_value_survives_the_float32_unit_round_trip():
+    """Impulse noise's native kernel copies kept values: (x / 255) * 255 is x in float32."""
+    x = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal((x / np.float32(255) * np.float32(255)).astype(np.uint8), x)

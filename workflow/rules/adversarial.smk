@@ -73,6 +73,7 @@ rule adv_attack:
         device=config["adversarial"]["device"],
         batch_size=config["adversarial"]["batch_size"],
         robustbench_dir=config["adversarial"]["robustbench_dir"],
+        robustbench_weights=config["adversarial"].get("robustbench_weights", "download"),
     wildcard_constraints:
         dataset="mnist32|cifar10|imagenet",
         adv_model=r"[A-Za-z0-9_.\-]+",

@@ -4,7 +4,8 @@ import torch
 
 from pabench.adversarial import datasets
 from pabench.adversarial.attacks import attack_dataset
-from pabench.adversarial.models import load_robustbench, load_zoo_model
+from pabench.adversarial import robustbench
+from pabench.adversarial.models import load_zoo_model
 from pabench.training.loop import resolve_device
 from pabench.workflow import job
 
@@ -21,7 +22,8 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
                              f"{info['image_size']} px cannot classify {smk.input.test} "
                              f"({labels.max() + 1} classes, {images.shape[-1]} px)")
     else:
-        model = load_robustbench(name, smk.wildcards.dataset, smk.params.robustbench_dir, device)
+        model = robustbench.load(name, smk.wildcards.dataset, smk.params.robustbench_dir, device,
+                                 smk.params.robustbench_weights)
     record = attack_dataset(model, images, labels, smk.wildcards.attack, smk.params.eps, dict(smk.params.settings),
                             smk.output.record, smk.params.batch_size, device, int(labels.max()) + 1)
     run.log({"attack_success_rate": float(record["success"].mean()),

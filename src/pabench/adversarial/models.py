@@ -191,18 +191,3 @@ def load_zoo_model(path, jpeg_rs: dict | None = None, device="cpu") -> tuple[nn.
         model = JpegReverseSigmoid(net, **(jpeg_rs or {}))
     return model.to(device).eval(), {k: v for k, v in state.items() if k != "state_dict"}
 
-
-def load_robustbench(model_id: str, dataset: str, model_dir, device="cpu") -> nn.Module:
-    """A RobustBench L-inf model (paper scale).  robustbench downloads the weights into model_dir
-    (internet needed once) and loads them with torch.load, which defaults to weights_only=True
-    in the PyTorch versions we support."""
-    try:
-        from robustbench.utils import load_model
-    except ImportError:
-        raise RuntimeError("RobustBench models need the optional package: "
-                           "pip install 'pabench[robustbench]' (robustbench 1.1.1, needs internet "
-                           "to fetch weights)") from None
-    model = load_model(model_name=model_id, model_dir=str(model_dir), dataset=dataset,
-                       threat_model="Linf")
-    return model.to(device).eval()
-

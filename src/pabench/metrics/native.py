@@ -2,78 +2,31 @@
 cached under ~/.cache/pabench/native (or $PABENCH_CACHE/native), loaded with ctypes.
 
 Without a compiler (or with PABENCH_NATIVE=0) `load()` returns None and callers use the
-PyTorch code path, which computes the same quantities.  The build uses -march=native, so the
-cache key includes this CPU's model and flags.
+PyTorch code path, which computes the same quantities.  Building and caching: pabench.core.native.
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import logging
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from pabench.core.native import compile_library
 from pabench.metrics.kernel import CentredPairs
 
-log = logging.getLogger("pabench.native")
 SOURCE = Path(__file__).with_name("pa_native.c")
 # -ffast-math (with its finite-math assumption, which the kernels respect) is what lets gcc
 # call glibc's vectorised exp.
-FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC", "-shared"]
-
-
-def _cpu_identity() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return platform.processor()
-    keep = [ln for ln in lines if ln.startswith(("model name", "flags"))][:2]
-    return "\n".join(keep)
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("PABENCH_CACHE") or Path.home() / ".cache" / "pabench"
-    return Path(root) / "native"
-
-
-def _build(compiler: str, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
-    os.close(fd)
-    try:
-        subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", tmp, "-lm"], check=True,
-                       capture_output=True, text=True, timeout=300)
-        os.replace(tmp, target)  # atomic: concurrent jobs never load a half-written library
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-fPIC", "-shared")
 
 
 @lru_cache(maxsize=None)
 def load():
-    """The compiled library, or None when it cannot be built here."""
-    if os.environ.get("PABENCH_NATIVE", "1") == "0":
-        return None
-    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not compiler:
-        log.info("no C compiler found: the adam solver uses its PyTorch path")
-        return None
-    key = hashlib.sha256("\n".join([SOURCE.read_text(), " ".join(FLAGS), compiler,
-                                    platform.machine(), _cpu_identity()]).encode()).hexdigest()[:16]
-    target = _cache_dir() / f"pa_native-{key}.so"
-    try:
-        if not target.exists():
-            _build(compiler, target)
-        lib = ctypes.CDLL(str(target))
-    except (OSError, subprocess.SubprocessError) as err:
-        detail = getattr(err, "stderr", "") or err
-        log.warning("could not build the native PA kernels (%s); using the PyTorch path", detail)
+    """The compiled library, or None when it cannot be built here (the adam solver then uses
+    its PyTorch path)."""
+    lib = compile_library(SOURCE, FLAGS)
+    if lib is None:
         return None
     ptr, long, dbl = ctypes.c_void_p, ctypes.c_long, ctypes.c_double
     lib.pa_terms.argtypes = [ptr, ptr, long, long, long, ptr, ptr, ptr]

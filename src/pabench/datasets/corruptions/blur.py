@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from scipy.ndimage import correlate1d
 
-from pabench.datasets.corruptions.filters import correlate, fold, gaussian
+from pabench.datasets.corruptions.filters import fold, gaussian, pad
 
 DEFOCUS = ((0.3, 0.4), (0.4, 0.5), (0.5, 0.6), (1, 0.2), (1.5, 0.1))        # (radius, alias sigma)
 GLASS = ((0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2))  # (sigma, delta, iters)
@@ -37,8 +37,18 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
 
 
 def defocus_blur(x, severity, rs):
-    k = disk_kernel(*DEFOCUS[severity - 1])
-    return correlate(_unit(x), k, "mirror").clamp_(0, 1) * 255
+    """Taps summed one shifted image at a time in row-major order: native.c's order, so both
+    round alike (a flat region lands exactly on a truncation boundary)."""
+    k = disk_kernel(*DEFOCUS[severity - 1]).astype(np.float64)
+    x = _unit(x)
+    h, w = x.shape[-2:]
+    r = k.shape[0] // 2
+    xp = pad(x, r, r, "mirror")
+    out = torch.zeros_like(x)
+    for i in range(k.shape[0]):
+        for j in range(k.shape[1]):
+            out += float(k[i, j]) * xp[..., i:i + h, j:j + w]
+    return out.clamp_(0, 1) * 255
 
 
 def gaussian_blur(x, severity, rs):
@@ -78,19 +88,27 @@ def motion_kernel(radius: float, sigma: float) -> np.ndarray:
     return k / k.sum()
 
 
+def motion_offsets(taps: int, angle_deg: np.ndarray):
+    """Tap i's offset (round(i sin a), round(i cos a)) (rows, columns), halves rounded up; each
+    (B, taps) int64."""
+    a = np.deg2rad(angle_deg)[:, None]
+    i = np.arange(taps)[None, :]
+    return np.ceil(i * np.sin(a) - 0.5).astype(np.int64), np.ceil(i * np.cos(a) - 0.5).astype(np.int64)
+
+
 def motion_blur_u8(x: torch.Tensor, radius: float, sigma: float, angle_deg: np.ndarray):
     """ImageMagick's MotionBlurImage on uint8 images (B, C, H, W), one angle per image: tap i reads
     the pixel at offset (round(i sin a), round(i cos a)) (rows, columns), edges repeated; the sum
     is rounded to uint8 as ImageMagick writes it."""
     k = motion_kernel(radius, sigma)
     b, c, h, w = x.shape
-    a = np.deg2rad(angle_deg)
+    all_dy, all_dx = motion_offsets(len(k), np.asarray(angle_deg))
     flat = x.double().reshape(b, c, h * w)
     out = torch.zeros(b, c, h * w, dtype=torch.float64)
     rows, cols = torch.arange(h)[None, :, None], torch.arange(w)[None, None, :]
     for i, weight in enumerate(k):
-        dy = torch.from_numpy(np.ceil(i * np.sin(a) - 0.5).astype(np.int64))[:, None, None]
-        dx = torch.from_numpy(np.ceil(i * np.cos(a) - 0.5).astype(np.int64))[:, None, None]
+        dy = torch.from_numpy(all_dy[:, i])[:, None, None]
+        dx = torch.from_numpy(all_dx[:, i])[:, None, None]
         idx = fold(rows + dy, h, "nearest") * w + fold(cols + dx, w, "nearest")
         out += weight * flat.gather(2, idx.reshape(b, 1, -1).expand(b, c, -1))
     return out.round_().reshape(b, c, h, w)

@@ -26,7 +26,7 @@ def brightness(x, severity, rs):
     x = _unit(x)
     v = x.max(1, keepdim=True).values
     v_new = (v + BRIGHTNESS[severity - 1]).clamp(0, 1)
-    out = torch.where(v > 0, x * v_new / v.clamp_min(1e-12), v_new.expand_as(x))
+    out = torch.where(v > 0, x * (v_new / v.clamp_min(1e-12)), v_new.expand_as(x))
     return out.clamp_(0, 1) * 255
 
 
@@ -44,8 +44,9 @@ def saturate(x, severity, rs):
 
 
 def contrast(x, severity, rs):
+    # the mean from the exact integer sum: no summation order to match in native.c
+    mean = x.sum((2, 3), keepdim=True, dtype=torch.int64).double() / (x.shape[2] * x.shape[3]) / 255
     x = _unit(x)
-    mean = x.mean((2, 3), keepdim=True)
     return ((x - mean) * CONTRAST[severity - 1] + mean).clamp_(0, 1) * 255
 
 

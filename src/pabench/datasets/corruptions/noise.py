@@ -12,33 +12,49 @@ IMPULSE = (0.01, 0.02, 0.03, 0.05, 0.07)
 SPECKLE = (0.06, 0.1, 0.12, 0.16, 0.2)
 
 
-def _unit(x):
-    return x.float() / 255
+# Draws run over each image's values in (H, W, C) order (the stored layout, which the native
+# kernels walk); the tensors here are (B, C, H, W), hence the permutes.  The arithmetic is float32
+# in native.c's order, so that both give the same bytes.
+_F = np.float32
+
+
+def _hwc(x: torch.Tensor) -> np.ndarray:
+    """(B, C, H, W) uint8 tensor -> float32 (B, H, W, C) on [0, 1]."""
+    return x.permute(0, 2, 3, 1).numpy().astype(np.float32) / _F(255)
+
+
+def _chw(y: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(y.transpose(0, 3, 1, 2)))
+
+
+def _on_255(y: np.ndarray) -> torch.Tensor:
+    return _chw(np.clip(y, _F(0), _F(1)) * _F(255))
 
 
 def gaussian_noise(x, severity, rs):
-    c = GAUSSIAN[severity - 1]
-    return (_unit(x) + c * rs.normal(*x.shape[1:])).clamp_(0, 1) * 255
+    c = _F(GAUSSIAN[severity - 1])
+    return _on_255(_hwc(x) + c * rs.normal(*x.shape[2:], x.shape[1]).numpy())
 
 
 def speckle_noise(x, severity, rs):
-    c = SPECKLE[severity - 1]
-    x = _unit(x)
-    return (x + x * c * rs.normal(*x.shape[1:])).clamp_(0, 1) * 255
+    c = _F(SPECKLE[severity - 1])
+    x = _hwc(x)
+    return _on_255(x + (x * c) * rs.normal(*x.shape[1:]).numpy())
 
 
 def impulse_noise(x, severity, rs):
     """skimage's salt-and-pepper: each value (channel included) is replaced with probability
-    `amount`, by 1 or 0 with equal chance."""
-    amount = IMPULSE[severity - 1]
-    flip = torch.from_numpy(rs.uniform(*x.shape[1:]) < amount)
-    salt = torch.from_numpy(rs.uniform(*x.shape[1:]) < 0.5)
-    out = _unit(x)
-    out[flip] = salt[flip].float()
-    return out * 255
+    `amount`, by 1 or 0 with equal chance.  One draw u per value decides both: replaced when
+    u < amount, by 1 when u < amount / 2 (given u < amount, u / amount is uniform)."""
+    amount = _F(IMPULSE[severity - 1])
+    out = _hwc(x)
+    u = rs.uniform(*out.shape[1:])
+    out = np.where(u < amount, np.where(u < amount * _F(0.5), _F(1), _F(0)), out)
+    return _chw(out * _F(255))
 
 
-_GUIDE = 4096   # guide-table cells: most searches end in the cell they start in
+_GUIDE = 256    # guide-table cells: most searches end in the cell they start in, and the
+                # table (256 x 257) stays in cache
 
 
 def _poisson_tables(photons: int):
@@ -61,11 +77,10 @@ def shot_noise(x, severity, rs):
     so one table serves every pixel.  The answer for u in cell j lies between guide[v, j] and
     guide[v, j + 1]; a bisection over the (few) values still undecided finds it."""
     photons = SHOT[severity - 1]
-    if photons not in _TABLES:
-        _TABLES[photons] = _poisson_tables(photons)
-    cdf, guide, k_max = _TABLES[photons]
-    level = x.numpy().ravel().astype(np.intp)
-    u = rs.uniform(*x.shape[1:]).ravel()
+    cdf, guide, k_max = poisson_tables(photons)
+    shape = x.permute(0, 2, 3, 1).shape
+    level = x.permute(0, 2, 3, 1).numpy().ravel().astype(np.intp)
+    u = rs.uniform(*shape[1:]).ravel()
     at = level * (_GUIDE + 1) + (u * _GUIDE).astype(np.intp)   # flat indices: 2-D fancy indexing is slower
     lo, hi = guide.ravel()[at], guide.ravel()[at + 1]
     todo = np.flatnonzero(lo < hi)
@@ -75,5 +90,11 @@ def shot_noise(x, severity, rs):
         lo[todo] = np.where(below, mid + 1, lo[todo])
         hi[todo] = np.where(below, hi[todo], mid)
         todo = todo[lo[todo] < hi[todo]]
-    k = torch.from_numpy(lo.reshape(x.shape)).float()
-    return (k / photons).clamp_(0, 1) * 255
+    return _on_255(lo.reshape(shape).astype(np.float32) / _F(photons))
+
+
+def poisson_tables(photons: int):
+    """The (cdf, guide, k_max) tables of shot noise at this photon count, made once."""
+    if photons not in _TABLES:
+        _TABLES[photons] = _poisson_tables(photons)
+    return _TABLES[photons]

@@ -36,7 +36,7 @@ class Streams:
 
     def __init__(self, seed: int, name: str, severity: int, index):
         self.key = np.uint64(stream_key(seed, name, severity))
-        self.index = np.asarray(index, dtype=np.uint64)
+        self.index = np.ascontiguousarray(index, dtype=np.uint64)
         self.used = 0
 
     def uniform(self, *shape: int) -> np.ndarray:
@@ -60,10 +60,16 @@ class Streams:
         out *= 2.0 ** -24
         return out.reshape(len(self.index), -1)[:, :n].reshape(len(self.index), *shape)
 
+    def take(self, n: int) -> int:
+        """Skip the next n draws of every image and return the first pair counter they had: a
+        native kernel given it draws exactly what `uniform(n)` would have returned."""
+        start = self.used
+        self.used += (n + 1) // 2
+        return start
+
     def normal(self, *shape: int) -> torch.Tensor:
         """Standard normal draws (inverse CDF), float32 tensor (B, *shape)."""
-        u = torch.from_numpy(self.uniform(*shape))
-        return u.mul_(2).sub_(1).erfinv_().mul_(2 ** 0.5)
+        return torch.from_numpy(normal_from_uniform(self.uniform(*shape)))
 
     def integers(self, low: int, high: int, *shape: int) -> np.ndarray:
         """Integers uniform in [low, high), like numpy's randint."""
@@ -71,3 +77,48 @@ class Streams:
 
     def between(self, low: float, high: float, *shape: int) -> np.ndarray:
         return low + (high - low) * self.uniform(*shape).astype(np.float64)
+
+
+# The inverse normal CDF in float32 operations that native.c repeats one for one (same order, no
+# fused multiply-adds), so that the C kernels and this fallback draw the same bytes.
+_F = np.float32
+
+
+def _log(a: np.ndarray) -> np.ndarray:
+    """log of positive normal float32 values: exponent * ln 2 + 2 atanh((m - 1) / (m + 1)) of
+    the mantissa m in [sqrt(1/2), sqrt(2)], an odd series to s^9 (error < 1e-8 there)."""
+    bits = a.view(np.uint32)
+    e = ((bits >> np.uint32(23)).astype(np.int32) - 127).astype(np.float32)
+    m = ((bits & np.uint32(0x7FFFFF)) | np.uint32(0x3F800000)).view(np.float32)
+    big = m > _F(1.41421356)
+    m = np.where(big, m * _F(0.5), m)
+    e = np.where(big, e + _F(1), e)
+    s = (m - _F(1)) / (m + _F(1))
+    s2 = s * s
+    poly = _F(0.142857143) + s2 * _F(0.111111111)
+    for c in (0.2, 0.333333333, 1.0):
+        poly = _F(c) + s2 * poly
+    return e * _F(0.693147181) + (_F(2) * s) * poly
+
+
+_CENTRE = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+           -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+         -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _horner(coefs, t):
+    p = np.full_like(t, _F(coefs[0]))
+    for c in coefs[1:]:
+        p = _F(c) + p * t
+    return p
+
+
+def normal_from_uniform(u: np.ndarray) -> np.ndarray:
+    """sqrt(2) erfinv(2u - 1) for float32 u in (0, 1), with Giles' single-precision erfinv
+    ("Approximating the erfinv function", GPU Computing Gems, 2011; relative error < 4e-7)."""
+    u = np.asarray(u, np.float32)
+    x = _F(2) * u - _F(1)
+    w = -_log((_F(1) - x) * (_F(1) + x))
+    p = np.where(w < _F(5), _horner(_CENTRE, w - _F(2.5)), _horner(_TAIL, np.sqrt(w) - _F(3)))
+    return (p * x) * _F(1.41421356)

@@ -35,15 +35,21 @@ def snow(x, severity, rs):
     return (x + layer + layer.flip(-2, -1)).clamp_(0, 1) * 255
 
 
+def frost_draws(rs, h: int, w: int):
+    """Each image's texture index and the top-left corner of its crop, (B,) int64 each."""
+    side = frost_textures().shape[-1]
+    pick = rs.integers(0, frost_textures().shape[0], 1)[:, 0]
+    top, left = rs.integers(0, side - h, 1)[:, 0], rs.integers(0, side - w, 1)[:, 0]
+    return pick, top, left
+
+
 def frost(x, severity, rs):
     """The image blended with a random 32x32 crop of one of five frost textures.  The reference
     crops photographs (indices from randint(5): five of its six files); ours are procedural."""
     w_image, w_frost = FROST[severity - 1]
     textures = frost_textures()                     # (5, 3, S, S) float, 0..255
     b, _, h, w = x.shape
-    pick = rs.integers(0, len(textures), 1)[:, 0]
-    side = textures.shape[-1]
-    top, left = rs.integers(0, side - h, 1)[:, 0], rs.integers(0, side - w, 1)[:, 0]
+    pick, top, left = frost_draws(rs, h, w)
     rows = torch.from_numpy(top)[:, None] + torch.arange(h)
     cols = torch.from_numpy(left)[:, None] + torch.arange(w)
     crops = textures[torch.from_numpy(pick)[:, None, None, None], torch.arange(3)[None, :, None, None],

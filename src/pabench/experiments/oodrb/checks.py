@@ -2,6 +2,8 @@
 that exist for the dataset, threat settings, models that figures and tables name."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from pabench.core.config import checks
 from pabench.experiments.oodrb import plan
 
@@ -70,4 +72,10 @@ def oodrb(config: dict) -> list[str]:
     if o["dataset"] == "mnist32" and (o["robustbench"] or o["cifar10c"]):
         errors.append("oodrb: RobustBench models and published CIFAR-10-C files need "
                       "oodrb.dataset: cifar10")
+    for name, folder in o.get("natural_folders", {}).items():
+        if name not in o["natural"]:
+            errors.append(f"oodrb.natural_folders.{name}: {name!r} is not one of oodrb.natural "
+                          f"{o['natural']}")
+        elif not Path(folder).is_dir():
+            errors.append(f"oodrb.natural_folders.{name}: {folder}: no such folder")
     return errors

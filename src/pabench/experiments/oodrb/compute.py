@@ -13,7 +13,8 @@ import torch
 
 from pabench.adversarial import datasets as adv_data
 from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial.models import load_robustbench, load_zoo_model, save_zoo_model
+from pabench.adversarial import robustbench
+from pabench.adversarial.models import load_zoo_model, save_zoo_model
 from pabench.adversarial.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb import plan
 
@@ -70,25 +71,26 @@ def natural_data(o: dict, name: str) -> dict:
 
         x, y = load_natural_shift(name)
     else:
-        x, y = _cifar_natural(name, o["natural_root"])
+        x, y = _cifar_natural(name, o["natural_root"], o["natural_folders"].get(name))
     if o["n_natural"] is not None:
         x, y = adv_data.subset(x, y, o["n_natural"], o["test_seed"] + 2)
     return {"x": x[None], "y": y.astype(np.int64), "severities": np.array([0]),
             "source": np.full(len(y), -1)}
 
 
-def _cifar_natural(name: str, root):
+def _cifar_natural(name: str, root, folder=None):
+    """A published natural shift, downloaded into `root` (checksummed), or read from `folder`
+    when the user names one (files in the published layout, already there)."""
     from pabench.datasets import cifar_shifts as cs
 
-    if name == "cifar10.1":
-        return cs.load_cifar101(cs.download_cifar101(root))
-    if name == "cifar10.2":
-        return cs.load_cifar102(cs.download_cifar102(root))
-    if name == "cinic10":
-        return cs.load_cinic10(cs.download_cinic10(root))
-    if name == "cifar10r":
-        return cs.load_cifar10r(cs.download_imagenet_r(root))
-    raise ValueError(f"unknown CIFAR-10 natural shift {name!r}")
+    loaders = {"cifar10.1": (cs.load_cifar101, cs.download_cifar101),
+               "cifar10.2": (cs.load_cifar102, cs.download_cifar102),
+               "cinic10": (cs.load_cinic10, cs.download_cinic10),
+               "cifar10r": (cs.load_cifar10r, cs.download_imagenet_r)}
+    if name not in loaders:
+        raise ValueError(f"unknown CIFAR-10 natural shift {name!r}")
+    read, download = loaders[name]
+    return read(folder if folder is not None else download(root))
 
 
 # ------------------------------------------------------------------ models
@@ -122,7 +124,7 @@ def load(config: dict, name: str, path, device):
     if name in plan.zoo(config):
         return load_zoo_model(path, device=device)[0]
     o = config["oodrb"]
-    return load_robustbench(name, "cifar10", o["robustbench_dir"], device)
+    return robustbench.load(name, "cifar10", o["robustbench_dir"], device, o["robustbench_weights"])
 
 
 def describe(spec: dict) -> dict:

@@ -16,11 +16,12 @@ from scipy.special import log_ndtr, logsumexp, ndtr
 from scipy.stats import qmc
 
 _N_RAND = 8             # independent scramblings; their spread gives the error estimate
-_N_FIRST = 32           # points per scrambling in the first round (a power of 2; then doubles)
+_N_FIRST = 128          # samples per scrambling in the first round (a power of 2; then doubles)
 _VAR_TOL = 1e-10        # residual (correlation-scale) variance below which a variable is degenerate
 _DIAG_FLOOR = 1e-5      # Cholesky diagonal used for degenerate variables: a near step function
 _DROP_FRAC = 0.1        # share of abseps that may go to dropping variables with negligible tails
-_CHUNK = 1 << 20        # elements per work array (points x samples x dims, or points x k x k)
+_CHUNK = 1 << 20        # elements per (points, k, k) work array
+_BLOCK = 1 << 17        # points x samples per work array of the integrand (less: slower)
 
 
 def mv_sigmoid(z):
@@ -40,7 +41,8 @@ def mvn_cdf(z, cov, *, abseps=5e-5, max_samples=100_000, seed=0, return_error=Fa
     points, symmetric positive semi-definite. Each point is refined (doubling its number of
     samples) until its error estimate -- 3 standard errors over the independent scramblings, plus
     the bound on the dropped negligible tails -- is at most `abseps`, or until the next round
-    would take it past `max_samples` integrand evaluations (the first round of 256 always runs).
+    would take it past `max_samples` integrand evaluations (the first round, 1,024 or the largest
+    power of 2 within `max_samples`, always runs).
     The result for a point depends only on its own inputs, `seed` and k, not on the rest of the
     batch. Returns (B,) float64 probabilities, and with `return_error` also (B,) error estimates.
     """
@@ -62,13 +64,12 @@ def mvn_cdf(z, cov, *, abseps=5e-5, max_samples=100_000, seed=0, return_error=Fa
     prob[zero] = 0.0
     todo = np.flatnonzero(~zero)
     sd = np.where(sd > 0, sd, 1.0)
-    engines = _sobol_engines(np.random.default_rng(seed).integers(2**63, size=_N_RAND), k - 1)
     # Chunks of points bound the (points, k, k) work arrays; results do not depend on them.
     per_chunk = max(1, _CHUNK // (k * k))
     for idx in np.array_split(todo, -(-todo.size // per_chunk)) if todo.size else []:
         c, s = (cov[idx], sd[idx]) if cov.ndim == 3 else (cov, sd)
         corr = np.broadcast_to(c / (s[..., :, None] * s[..., None, :]), (idx.size, k, k))
-        prob[idx], err[idx] = _mvn_points(b[idx], corr, abseps, max_samples, engines)
+        prob[idx], err[idx] = _mvn_points(b[idx], corr, abseps, max_samples, seed)
     prob = np.clip(prob, 0.0, 1.0)
     return (prob, err) if return_error else prob
 
@@ -106,7 +107,7 @@ def _check(z, cov, abseps, max_samples):
     return z, cov
 
 
-def _mvn_points(b, corr, abseps, max_samples, engines):
+def _mvn_points(b, corr, abseps, max_samples, seed):
     """Probabilities and error estimates for a chunk of points (correlation scale, finite-or-+inf b)."""
     n_pts = b.shape[0]
     # Drop variables whose marginal tails sum to a negligible amount: by the union bound that
@@ -123,20 +124,23 @@ def _mvn_points(b, corr, abseps, max_samples, engines):
     prob = np.where(keff > 0, ndtr(bt[:, 0]), 1.0)   # one variable left: exact
     err = bias.copy()
     live = np.flatnonzero(keff > 1)
-    for e in engines:                    # every chunk of points sees the same sample sequence
-        e.reset()
+    if not live.size:
+        return prob, err
+    # Sizes stay powers of 2: a scrambled Sobol' mean over 2^m points (a net) was far more
+    # accurate than over sizes between them, so a point that is not yet accurate doubles.
+    n_max = 1 << (max(1, max_samples // _N_RAND).bit_length() - 1)   # per randomisation
+    samples = _sobol_samples(seed, b.shape[1] - 1, n_max)
     sums = np.zeros((n_pts, _N_RAND))
-    done, count = 0, _N_FIRST
+    done, size = 0, min(_N_FIRST, n_max)
     while live.size:
-        sums[live] += _sov_sums(lt[live], bt[live], keff[live], engines, count)
-        done += count
+        sums[live] += _sov_sums(lt[live], bt[live], keff[live], samples[:, :, done:size])
+        done, size = size, 2 * size
         est = sums[live] / done
         prob[live] = est.mean(axis=1)
         err[live] = 3 * est.std(axis=1, ddof=1) / math.sqrt(_N_RAND) + bias[live]
         live = live[err[live] > abseps]
-        if 2 * done * _N_RAND > max_samples:   # the next round (doubling) would pass the budget
+        if size > n_max:
             break
-        count = done
     return prob, err
 
 
@@ -181,60 +185,81 @@ def _ordered_cholesky(corr, b):
     return lt, bt, keff
 
 
-def _sobol_engines(seeds, dim):
-    """One independently scrambled Sobol' sequence per randomisation, fixed by the seeds."""
-    out = []
-    for s in seeds:
-        try:
-            out.append(qmc.Sobol(dim, scramble=True, rng=np.random.default_rng(s)))
-        except TypeError:                 # scipy < 1.15 names it `seed`
-            out.append(qmc.Sobol(dim, scramble=True, seed=np.random.default_rng(s)))
-    return out
+_SAMPLES = {}   # (seed, dim) -> scrambled Sobol' points: scrambling 8 took ~3 ms a call
 
 
-def _sov_sums(lt, bt, keff, engines, count):
-    """Per-randomisation sums of the SOV integrand over the next `count` points of each sequence."""
-    n_pts = lt.shape[0]
-    kq = int(keff.max())                  # dimensions actually needed by this group
+def _sobol_samples(seed, dim, n):
+    """(dim, _N_RAND, >= n) float32: the first n points of _N_RAND independently scrambled Sobol'
+    sequences, fixed by the seed. Cached for integer seeds (the two latest (seed, dim) only, to
+    bound the memory), so that repeated calls do not scramble again."""
+    key = (int(seed), dim) if isinstance(seed, (int, np.integer)) else None
+    if key not in _SAMPLES or _SAMPLES[key].shape[2] < n:
+        seeds = np.random.default_rng(seed).integers(2**63, size=_N_RAND)
+        m = max(0, n - 1).bit_length()
+        pts = np.stack([_sobol_engine(dim, s).random_base2(m) for s in seeds], axis=1)
+        pts = torch.from_numpy(np.ascontiguousarray(pts.T, dtype=np.float32))
+        if key is None:
+            return pts
+        _SAMPLES.pop(key, None)
+        while len(_SAMPLES) >= 2:
+            _SAMPLES.pop(next(iter(_SAMPLES)))
+        _SAMPLES[key] = pts
+    return _SAMPLES[key]
+
+
+def _sobol_engine(dim, seed):
+    try:
+        return qmc.Sobol(dim, scramble=True, rng=np.random.default_rng(seed))
+    except TypeError:                         # scipy < 1.15 names it `seed`
+        return qmc.Sobol(dim, scramble=True, seed=np.random.default_rng(seed))
+
+
+def _sov_sums(lt, bt, keff, w):
+    """Per-randomisation sums of the SOV integrand over the samples w (dims, _N_RAND, n)."""
+    n_pts, n = lt.shape[0], w.shape[2]
     order = np.argsort(keff, kind="stable")   # chunks of similar dimension carry few dead ones
-    n_rand = len(engines)
-    out = np.zeros((n_pts, n_rand))
-    lt32, bt32 = torch.from_numpy(lt).float(), torch.from_numpy(bt).float()
-    # Sample blocks are powers of two, so each block continues the nets in whole pieces.
-    n_block = min(count, 1 << max(0, (_CHUNK // (n_rand * kq)).bit_length() - 1))
-    for _ in range(count // n_block):
-        # Columns ordered (randomisation, point) so that sums per randomisation are reshapes.
-        w = np.concatenate([e.random(n_block)[:, :kq - 1] for e in engines]).T
-        w = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
-        n_pc = max(1, _CHUNK // (w.shape[1] * kq))
+    out = np.zeros((n_pts, _N_RAND))
+    lt32 = torch.from_numpy(lt).float()
+    bs32 = torch.from_numpy(bt / _SQRT2).float()
+    n_block = min(n, max(1, _BLOCK // _N_RAND))
+    n_pc = max(1, _BLOCK // (_N_RAND * n_block))
+    for s in range(0, n, n_block):
         for lo in range(0, n_pts, n_pc):
             idx = order[lo:lo + n_pc]
-            sel = torch.from_numpy(idx)
-            f = _sov_integrand(lt32[sel], bt32[sel], int(keff[idx].max()), w)
-            out[idx] += f.reshape(len(idx), n_rand, n_block).sum(2, dtype=torch.float64).numpy()
+            kq = int(keff[idx].max())
+            # Columns ordered (randomisation, sample) so that sums per randomisation are reshapes.
+            ws = w[:kq - 1, :, s:s + n_block].reshape(kq - 1, -1)
+            f = _sov_integrand(lt32[idx], bs32[idx], kq, ws)
+            out[idx] += f.reshape(len(idx), _N_RAND, -1).sum(2, dtype=torch.float64).numpy()
     return out
 
 
 _SQRT2 = math.sqrt(2.0)
-_U_MIN = 1e-7   # float32 keeps ndtri(u) = sqrt(2) erfinv(2u - 1) finite for u in [1e-7, 1 - 1e-7]
+_X_MAX = 1.0 - 2e-7   # float32 keeps erfinv(x) finite for |x| <= 1 - 2e-7 (u in [1e-7, 1 - 1e-7])
 
 
-def _sov_integrand(lt, bt, kq, w):
+def _sov_integrand(lt, bs, kq, w):
     """Genz's integrand prod_i e_i at the sample columns of w, for points with <= kq finite limits.
 
-    In float32 torch: its vectorised erfinv and erfc measured ~8x and ~3x faster than scipy's
-    float64 ndtri and ndtr, which took ~98% of the time.  The rounding (~1e-7 per factor) and the clamp of u
-    (a sample enters [0, 1e-7] with probability 1e-7) are far below the 1e-4 accuracy asked of
-    the result; the sums are taken in float64 by the caller.
+    bs are the limits divided by sqrt(2), so that with v = erfinv(2u - 1) = Phi^-1(u) / sqrt(2)
+    each factor is e_i = Phi(b_i - (L y)_i) = erfc((L v)_i - bs_i) / 2: no scaling passes. The
+    loop keeps 2 e_i and multiplies the product by 2^-kq at the end (rescaling on the way so
+    that it cannot overflow). In float32 torch: its vectorised erfinv and erfc measured ~8x and
+    ~3x faster than scipy's float64 ndtri and ndtr. The rounding (~1e-7 per factor) and the clamp
+    of u (a sample enters [0, 1e-7] with probability 1e-7) are far below the 1e-4 accuracy asked
+    of the result; the sums are taken in float64 by the caller.
     """
     n_pts, n_s = lt.shape[0], w.shape[1]
-    e = 0.5 * torch.erfc(-bt[:, :1] / _SQRT2)     # the first factor does not depend on the sample
-    f = e.expand(n_pts, n_s).clone()
-    ys = torch.empty((n_pts, kq - 1, n_s))
+    e = torch.erfc(-bs[:, :1]).expand(n_pts, n_s)       # 2 e_0: it does not depend on the sample
+    f = e.clone()
+    v = torch.empty((n_pts, kq - 1, n_s))
+    minus_one = torch.tensor(-1.0)
     for i in range(1, kq):
-        u = (w[i - 1] * e).clamp_(_U_MIN, 1.0 - _U_MIN)
-        ys[:, i - 1] = u.mul_(2.0).sub_(1.0).erfinv_().mul_(_SQRT2)
-        t = torch.bmm(lt[:, i:i + 1, :i], ys[:, :i]).squeeze(1)
-        e = t.sub_(bt[:, i:i + 1]).div_(_SQRT2).erfc_().mul_(0.5)   # Phi(b_i - t)
+        x = torch.addcmul(minus_one, w[i - 1], e).clamp_(-_X_MAX, _X_MAX)   # 2u - 1, u = w e_{i-1}
+        torch.erfinv(x, out=v[:, i - 1])
+        t = torch.baddbmm(-bs[:, i:i + 1, None], lt[:, i:i + 1, :i], v[:, :i]).squeeze_(1)
+        e = t.erfc_()
         f.mul_(e)
-    return f
+        if i % 64 == 0:                   # by 2^-64 exactly, so the product cannot overflow
+            f.mul_(2.0 ** -64)
+    return f.mul_(2.0 ** -(kq - 64 * ((kq - 1) // 64)))

@@ -1,0 +1,158 @@
+"""The fused C kernels of native.c: each corruption's whole formula in one pass over a batch of
+uint8 (N, H, W, 3) images, written as uint8, with the random draws made inside the loop.
+
+`FUSED[name](images, severity, rs)` is used by `corrupt` when the library can be built here
+(pabench.core.native); otherwise `corrupt` runs the numpy / PyTorch functions of noise.py,
+blur.py, weather.py and digital.py, which do the same arithmetic in the same order, so both paths
+give the same bytes (tests/unit/test_corruptions.py compares them).
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from pabench.core.native import compile_library
+from pabench.datasets.corruptions import blur, digital, noise, weather
+from pabench.datasets.corruptions.frost import frost_textures
+
+SOURCE = Path(__file__).with_name("native.c")
+# No -ffast-math and no fused multiply-adds: the fallbacks' float operations, one for one.
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared")
+
+_P, _L, _U64, _I, _F, _D = (ctypes.c_void_p, ctypes.c_long, ctypes.c_uint64, ctypes.c_int,
+                            ctypes.c_float, ctypes.c_double)
+_SIGNATURES = {
+    "cc_noise": [_P, _P, _L, _L, _P, _U64, _U64, _I, _F],
+    "cc_shot_noise": [_P, _P, _L, _L, _P, _U64, _U64, _P, _P, _L, _L, _F],
+    "cc_motion_blur": [_P, _P, _L, _L, _L, _L, _P, _L, _P, _P],
+    "cc_defocus": [_P, _P, _L, _L, _L, _L, _P, _L, _L],
+    "cc_frost": [_P, _P, _L, _L, _L, _P, _L, _P, _P, _P, _D, _D],
+    "cc_brightness": [_P, _P, _L, _D],
+    "cc_contrast": [_P, _P, _L, _L, _D],
+    "cc_pixelate": [_P, _P, _L, _L, _L, _L, _L, _P, _P, _P, _P],
+}
+
+
+@lru_cache(maxsize=None)
+def load():
+    """The compiled library, or None when it cannot be built here."""
+    lib = compile_library(SOURCE, FLAGS)
+    if lib is None:
+        return None
+    for name, args in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, None
+    return lib
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.ctypes.data
+
+
+def _f64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _pointwise_noise(kind: int, params):
+    def run(images, severity, rs):
+        out = np.empty_like(images)
+        n = images[0].size
+        start = rs.take(n)
+        load().cc_noise(_ptr(images), _ptr(out), len(images), n, _ptr(rs.index), int(rs.key), start,
+                        kind, params[severity - 1])
+        return out
+    return run
+
+
+def shot_noise(images, severity, rs):
+    photons = noise.SHOT[severity - 1]
+    cdf, guide, k_max = noise.poisson_tables(photons)
+    out = np.empty_like(images)
+    n = images[0].size
+    start = rs.take(n)
+    load().cc_shot_noise(_ptr(images), _ptr(out), len(images), n, _ptr(rs.index), int(rs.key), start,
+                         _ptr(cdf), _ptr(guide), k_max, guide.shape[1] - 1, photons)
+    return out
+
+
+def _motion(images, radius, sigma, angles):
+    k = blur.motion_kernel(radius, sigma)
+    dy, dx = blur.motion_offsets(len(k), angles)
+    out = np.empty_like(images)
+    b, h, w, c = images.shape
+    load().cc_motion_blur(_ptr(images), _ptr(out), b, h, w, c, _ptr(_f64(k)), len(k), _ptr(dy),
+                          _ptr(dx))
+    return out
+
+
+def motion_blur(images, severity, rs):
+    radius, sigma = blur.MOTION[severity - 1]
+    return _motion(images, radius, sigma, rs.between(-45, 45, 1)[:, 0])
+
+
+def defocus_blur(images, severity, rs):
+    k = _f64(blur.disk_kernel(*blur.DEFOCUS[severity - 1]))
+    out = np.empty_like(images)
+    b, h, w, c = images.shape
+    load().cc_defocus(_ptr(images), _ptr(out), b, h, w, c, _ptr(k), *k.shape)
+    return out
+
+
+def frost(images, severity, rs):
+    w_image, w_frost = weather.FROST[severity - 1]
+    pick, top, left = weather.frost_draws(rs, *images.shape[1:3])
+    textures = frost_textures().numpy()
+    out = np.empty_like(images)
+    b, h, w, _ = images.shape
+    load().cc_frost(_ptr(images), _ptr(out), b, h, w, _ptr(textures), textures.shape[-1],
+                    _ptr(_i64(pick)), _ptr(_i64(top)), _ptr(_i64(left)), w_image, w_frost)
+    return out
+
+
+def brightness(images, severity, rs):
+    out = np.empty_like(images)
+    load().cc_brightness(_ptr(images), _ptr(out), images.size // 3, digital.BRIGHTNESS[severity - 1])
+    return out
+
+
+def contrast(images, severity, rs):
+    out = np.empty_like(images)
+    b, h, w, _ = images.shape
+    load().cc_contrast(_ptr(images), _ptr(out), b, h * w, digital.CONTRAST[severity - 1])
+    return out
+
+
+@lru_cache(maxsize=None)
+def _box_weights(n_in: int, n_out: int) -> np.ndarray:
+    return _f64(digital.box_weights(n_in, n_out))
+
+
+def pixelate(images, severity, rs):
+    c = digital.PIXELATE[severity - 1]
+    b, h, w, _ = images.shape
+    hs, ws = int(h * c), int(w * c)
+    weights = [_box_weights(n_in, n_out) for n_in, n_out in ((w, ws), (h, hs), (ws, w), (hs, h))]
+    out = np.empty_like(images)
+    load().cc_pixelate(_ptr(images), _ptr(out), b, h, w, hs, ws, *map(_ptr, weights))
+    return out
+
+
+FUSED = {
+    "gaussian_noise": _pointwise_noise(0, noise.GAUSSIAN),
+    "speckle_noise": _pointwise_noise(1, noise.SPECKLE),
+    "impulse_noise": _pointwise_noise(2, noise.IMPULSE),
+    "shot_noise": shot_noise,
+    "motion_blur": motion_blur,
+    "defocus_blur": defocus_blur,
+    "frost": frost,
+    "brightness": brightness,
+    "contrast": contrast,
+    "pixelate": pixelate,
+}

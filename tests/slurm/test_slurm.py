@@ -1,0 +1,106 @@
+"""The test-scale workflow on a real Slurm, through Snakemake's SLURM executor plugin and
+profiles/slurm: `make test-slurm` starts a single-node Slurm (tests/slurm/cluster.sh), runs these
+tests with PABENCH_SLURM=1 and stops Slurm afterwards; without PABENCH_SLURM=1 they are skipped.
+
+Compared with a local run of the same workflow: every file under data/ and figures/ by content
+(pabench.campaign.snapshot: the bytes, except .npz by array, .pt by tensor and training histories
+without their speed columns), except what measures the run rather than its results
+(pabench.campaign.NOT_COMPARED): W&B runs (run ids, times), job logs, benchmark files (seconds,
+memory) and figures/timings.* (the timing summary built from them).
+"""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, TEST, run_snakemake
+from pabench.campaign import compare, prepare, snakemake_cmd, snapshot
+
+pytestmark = [pytest.mark.slurm,
+              pytest.mark.skipif(os.environ.get("PABENCH_SLURM") != "1",
+                                 reason="needs a running Slurm: make test-slurm")]
+
+# Without slurmdbd, `sacct` never sees a job end: status checks with squeue (MinJobAge=300 in
+# cluster.sh keeps finished jobs listed); the first check after 2 s, not the default 40 s.
+SLURM = ("--profile", "profiles/slurm", "--slurm-status-command", "squeue",
+         "--slurm-init-seconds-before-status-checks", "2")
+# cluster.sh's one partition; no accounts on this cluster (the plugin's guess fails harmlessly).
+ENV = {"PABENCH_SLURM_ACCOUNT": "", "PABENCH_SLURM_PARTITION": "cpu"}
+# A run the plugin cannot follow hangs deaf to SIGTERM: always under `timeout -s KILL`.
+WORKFLOW_TIMEOUT = 60 * 60
+
+
+def slurm_snakemake(workdir, *args, timeout=300, env=None):
+    cmd = ["timeout", "-s", "KILL", str(timeout), *snakemake_cmd(*SLURM, *args)]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True,
+                          env={**os.environ, **ENV, **(env or {})})
+
+
+def _tail(proc):
+    return f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (("--set-resources", "toy_gaussian:gpus=1"), {}, "unknown resource 'gpus' (rules: toy_gaussian)"),
+    (("--set-resources", "toy_gaussian:gpu=1"), {},
+     "rule toy_gaussian asks for GPUs (gpu=1) but partition 'cpu' has no GPUs"),
+    ((), {"PABENCH_SLURM_PARTITION": "gpu"},
+     "rule toy_gaussian: partition 'gpu' does not exist (partitions: cpu)"),
+    ((), {"SLURM_CONF": "unreachable.conf"},
+     "Slurm is not reachable: `sinfo` failed: slurm_load_partitions: Unable to contact slurm controller"),
+], ids=["unknown-resource", "gpu-on-cpu-partition", "no-such-partition", "unreachable"])
+def test_bad_input_stops_before_any_submission(tmp_path, args, env, message):
+    workdir = prepare(REPO, tmp_path / "wf")
+    # The same Slurm, asked on a port where no controller listens.
+    conf = open("/etc/slurm/slurm.conf").read()
+    (workdir / "unreachable.conf").write_text(re.sub(r"(?m)^SlurmctldHost=.*$", "SlurmctldHost=localhost\nSlurmctldPort=1", conf))
+    if "SLURM_CONF" in env:
+        env = {"SLURM_CONF": str(workdir / env["SLURM_CONF"])}
+    proc = slurm_snakemake(workdir, "data/results/toy/gaussian.csv", *TEST, *args, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "pabench: not submitting any job to SLURM:" in out, _tail(proc)
+    assert message in out, _tail(proc)
+    assert "has been submitted" not in out and not (workdir / ".snakemake/slurm_logs").exists()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The test-scale workflow run locally and on Slurm, one after the other (2 cores)."""
+    local = prepare(REPO, tmp_path_factory.mktemp("local"))
+    start = time.monotonic()
+    run_snakemake(local, "--cores", "2", *TEST)
+    local_s = time.monotonic() - start
+    cluster = prepare(REPO, tmp_path_factory.mktemp("slurm"))
+    start = time.monotonic()
+    proc = slurm_snakemake(cluster, *TEST, timeout=WORKFLOW_TIMEOUT)
+    slurm_s = time.monotonic() - start
+    print(f"\ntest-scale workflow: local {local_s:.0f} s, on Slurm {slurm_s:.0f} s")
+    assert proc.returncode == 0, _tail(proc)
+    return local, cluster, proc.stdout + proc.stderr
+
+
+def test_every_job_ran_on_slurm_and_outputs_equal_a_local_run(runs):
+    local, cluster, output = runs
+    submitted = len(re.findall(r"has been submitted with SLURM jobid \d+", output))
+    total = int(re.findall(r"^total\s+(\d+)\s*$", output, flags=re.M)[0])
+    assert submitted == total - 1  # every job but `all` (no command: Snakemake runs it itself)
+    ours, theirs = snapshot(local), snapshot(cluster)
+    assert len(ours) > 100
+    assert compare(ours, theirs) == {"missing": [], "extra": [], "differ": []}
+
+
+def test_a_failing_job_is_reported_as_failed(runs):
+    _, cluster, _ = runs
+    # pa_fig01 reads the Bernoulli toy table; a broken table makes its job fail on the node.
+    (cluster / "data/results/toy/bernoulli.csv").write_text("not,a\ntable\n")
+    for path in (cluster / "figures/pa").glob("fig01.*"):
+        path.unlink()
+    start = time.monotonic()
+    proc = slurm_snakemake(cluster, "figures/pa/fig01.pdf", *TEST)  # targets before --configfile
+    print(f"\nfailing job reported in {time.monotonic() - start:.0f} s")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, _tail(proc)
+    assert "has been submitted with SLURM jobid" in out
+    assert "Error in rule pa_fig01" in out and re.search(r"SLURM-job '\d+' failed", out), _tail(proc)

@@ -1,0 +1,59 @@
+"""The paper-scale rehearsal: its stand-in inputs load through the paper-scale loaders, and its
+dry run plans every paper-scale rule (the run itself: `make rehearsal`, docs/cluster.md)."""
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pabench import rehearsal
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("rehearsal")
+    rehearsal.write_inputs(work)
+    return work
+
+
+def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
+    from pabench.adversarial import datasets as adv
+    from pabench.datasets import cifar_shifts as cs
+    from pabench.datasets.mnist import load_source
+
+    x, y = adv.cifar10(inputs / "data/cifar10", "train", download=False)
+    assert x.shape == (rehearsal.SIZES["cifar_train"], 3, 32, 32) and set(y) <= set(range(10))
+    x, y = adv.cifar100(inputs / "data/cifar100", "test", download=False)
+    assert x.shape == (rehearsal.SIZES["cifar_test"], 3, 32, 32) and y.max() < 100
+    assert len(set(y)) > 10                       # foolbox's CIFAR-100 images: many classes
+    pools = load_source("idx", inputs / "data/rehearsal/mnist")
+    assert pools.images.shape == (5000, 28, 28) and len(pools.pools["test"]) == 1000
+    for pool in ("train", "val", "test"):                 # every digit in every pool
+        assert set(pools.labels[pools.pools[pool]]) == set(range(10)), pool
+    natural = inputs / "data/rehearsal/natural"
+    n = rehearsal.SIZES["natural"]
+    for x, y in (cs.load_cifar101(natural / "cifar-10.1"), cs.load_cifar102(natural / "cifar-10.2"),
+                 cs.load_cinic10(natural / "CINIC-10")):
+        assert x.shape == (n, 3, 32, 32) and x.dtype == np.uint8 and y.max() <= 9
+    x, y = cs.load_cifar10r(natural / "imagenet-r")
+    assert x.shape[1:] == (3, 32, 32) and len(set(y)) == 8 and y.max() <= 9  # CIFAR-10-R: 8 classes
+    x, y = adv.imagenet(inputs / "data/rehearsal/imagenet", n=4, seed=0)
+    assert x.shape == (4, 3, 224, 224)
+    # the flipped and shifted variants are not copies of the 20 originals
+    x, _ = adv.cifar10(inputs / "data/cifar10", "test", download=False)
+    assert len(np.unique(x.reshape(len(x), -1), axis=0)) > 100
+
+
+def test_dry_run_plans_every_paper_scale_rule(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pabench.rehearsal", "--dir", str(tmp_path / "r"),
+                           "--dry-run", "--quiet", "rules"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, re.M))
+    # the paper-scale-only parts: RobustBench models, the ImageNet figures, CIFAR-100, the
+    # published natural shifts, 128 px DiagViB-6
+    for rule in ("adv_attack", "pa_models_imagenet", "pa_fig07", "oodrb_shifts", "oodrb_table3",
+                 "avgcase_table1", "train_ms", "claims"):
+        assert int(counts.get(rule, 0)) >= 1, (rule, counts)
+    assert int(counts["oodrb_shifts"]) == 3       # the three RobustBench models of the overlay
+    assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts
