@@ -29,7 +29,7 @@ test-fast: env
 # any job is submitted. Not part of `make test` (docs/cluster.md: how long it takes).
 test-slurm: env
 	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 bash tests/slurm/cluster.sh run \
-		python -m pytest -q -s -p no:cacheprovider tests/slurm
+		python -m pytest -q -s --durations=0 -p no:cacheprovider tests/slurm
 
 # Snakemake's offline HTML report of the current results (figures, tables, claims, timings).
 report: env
