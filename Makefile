@@ -49,3 +49,4 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_avgcase.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_corruptions.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_mm5.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_compute.py

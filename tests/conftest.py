@@ -1,4 +1,5 @@
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,18 @@ def run_snakemake(workdir, *args, env=None, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def planned(root, *args) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run plans, rule `all` left out."""
+    out = run_snakemake(root, "-n", *args).stdout
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        m = re.match(r"(?:local)?rule (\w+):", block)
+        if m and m.group(1) != "all":
+            wc = re.search(r"^\s+wildcards: (.*)$", block, flags=re.M)
+            jobs.append((m.group(1), wc.group(1) if wc else ""))
+    return jobs
 
 
 @pytest.fixture

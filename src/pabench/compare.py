@@ -1,6 +1,6 @@
 """Compare the CSV outputs of two finished workflow runs, value by value.
 
-    python -m pabench.compare BEFORE_DIR AFTER_DIR [--also data/results ...]
+    python -m pabench.compare BEFORE_DIR AFTER_DIR [--also data/results ...] [--tolerances FILE]
 
 Checks every `*.csv` under `figures/` (recursively; `figures/timings.*` left out, they measure
 the run itself) plus those under each `--also` directory: the same files, the same columns (by
@@ -9,8 +9,16 @@ Numbers must be exactly equal (NaN equals NaN, an empty cell counts as NaN, inf 
 are parsed with Python's `float`, so "0.10" and "0.1" are equal; anything else must match as text.
 `figures/claims.csv` is also checked claim by claim (verdict and measured text).
 
-Exit status: 0 identical, 1 differences (listed), 2 bad arguments.  Reads CSVs only (pandas and
-numpy); never imports torch or the workflow.
+With `--tolerances FILE` (e.g. workflow/config/tolerances.yaml, for a CPU run against a GPU run;
+format in pabench.tolerances) two numbers agree when they are within the limits of the first rule
+that matches their column (columns no rule matches: exactly, as above); every value outside is
+listed with its file, row (0-based, named by the row's first exactly compared columns), column,
+both values and the limit, and a summary gives the largest absolute and relative deviation per
+column.  Verdicts must still match (except claims the file names); a different `measured` text is
+only a note, its numbers are those of the CSVs.
+
+Exit status: 0 identical (within tolerances), 1 differences (listed), 2 bad arguments or a bad
+tolerance file.  Reads CSVs only (pandas and numpy); never imports torch or the workflow.
 """
 from __future__ import annotations
 
@@ -24,9 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pabench.tolerances import EXACT, Rule, ToleranceError, Tolerances, load
+
 FIGURES = "figures"
 CLAIMS = "figures/claims.csv"
 EXCLUDE = ("figures/timings.*",)   # relative to the run directory
+KEY_COLUMNS = 5                    # columns compared exactly that name a row in messages
 
 
 @dataclass
@@ -37,6 +48,26 @@ class Report:
     rows: int = 0
     values: int = 0
     claims: int = 0
+    # Tolerance mode: {(column, rule): Deviation}, ignored columns, indices of rules that matched.
+    deviations: dict[tuple[str, str], "Deviation"] = field(default_factory=dict)
+    ignored: set[str] = field(default_factory=set)
+    used_rules: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Deviation:
+    """One column's deviations (over every file where it is compared under the same rule)."""
+    values: int = 0
+    files: int = 0
+    outside: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+
+    def add(self, other: Deviation) -> None:
+        self.values, self.files = self.values + other.values, self.files + other.files
+        self.outside += other.outside
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
 
 
 def _float(text: str) -> float | None:
@@ -85,7 +116,51 @@ def compare_column(a: pd.Series, b: pd.Series) -> tuple[int, int, float | None]:
     return n_diff, first, float(d.max()) if len(d) else 0.0
 
 
-def compare_csv(before: Path, after: Path, rel: str, rep: Report) -> None:
+def _shown(text: str) -> str:
+    return text if _float(text) is not None and text else repr(text)
+
+
+def check_column(a: pd.Series, b: pd.Series, rule: Rule) -> tuple[list[tuple[int, str]], Deviation]:
+    """Tolerance mode: the rows outside the rule's limits as (row, why) and the column's
+    deviations; text, NaN and infinities must match exactly."""
+    outside, dev = [], Deviation(values=len(a), files=1)
+    for i, (sa, sb) in enumerate(zip(a, b)):
+        if _same(sa, sb):
+            continue
+        xa, xb = _float(sa), _float(sb)
+        if xa is None or xb is None or not (math.isfinite(xa) and math.isfinite(xb)):
+            outside.append((i, f"{_shown(sa)} vs {_shown(sb)}, not two finite numbers"))
+            continue
+        diff = abs(xa - xb)
+        dev.max_abs = max(dev.max_abs, diff)
+        dev.max_rel = max(dev.max_rel, diff / max(abs(xa), abs(xb)))
+        if not rule.within(xa, xb):
+            outside.append((i, f"{sa} vs {sb}, |diff| {diff:.6g} > limit {rule.limit(xa, xb):.6g}"))
+    dev.outside = len(outside)
+    return outside, dev
+
+
+def compare_within(a: pd.DataFrame, b: pd.DataFrame, rel: str, cols: list[str], tol: Tolerances,
+                   rep: Report) -> None:
+    """Tolerance mode for one table: every value outside its column's limits is a problem."""
+    rules = {col: tol.rule_for(rel, col) for col in cols}
+    rep.used_rules |= {r.index for r in rules.values() if r.index is not None}
+    keys = [col for col in cols if rules[col] is EXACT][:KEY_COLUMNS]
+    for col, rule in rules.items():
+        if rule.ignore:
+            rep.ignored.add(col)
+            continue
+        rep.values += len(a)
+        outside, dev = check_column(a[col], b[col], rule)
+        rep.deviations.setdefault((col, rule.describe()), Deviation()).add(dev)
+        for i, why in outside:
+            key = ", ".join(f"{k}={a[k].iloc[i]}" for k in keys)
+            rep.problems.append(f"{rel} row {i}{f' ({key})' if key else ''}: column {col!r}: "
+                                f"{why} ({rule.describe()})")
+
+
+def compare_csv(before: Path, after: Path, rel: str, rep: Report,
+                tol: Tolerances | None = None) -> None:
     try:
         a, b = _read(before / rel), _read(after / rel)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -105,6 +180,9 @@ def compare_csv(before: Path, after: Path, rel: str, rep: Report) -> None:
         rep.problems.append(f"{rel}: {len(a)} rows before, {len(b)} after")
         return
     rep.rows += len(a)
+    if tol is not None:
+        compare_within(a, b, rel, [c for c in ca if c in cb], tol, rep)
+        return
     for col in [c for c in ca if c in cb]:
         rep.values += len(a)
         n, first, max_abs = compare_column(a[col], b[col])
@@ -115,8 +193,10 @@ def compare_csv(before: Path, after: Path, rel: str, rep: Report) -> None:
                                 f"first at row {first} (0-based): {va!r} before, {vb!r} after")
 
 
-def compare_claims(before: Path, after: Path, rep: Report) -> int:
-    """Claim by claim: the same ids, verdicts and measured text.  Returns the number of claims."""
+def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | None = None) -> int:
+    """Claim by claim: the same ids, verdicts and measured text (with tolerances: a different
+    measured text is a note, the claims the file names are not compared).  Returns the number
+    of claims."""
     if not ((before / CLAIMS).is_file() and (after / CLAIMS).is_file()):
         return 0                       # already reported as a missing file
     a, b = _read(before / CLAIMS), _read(after / CLAIMS)
@@ -130,16 +210,21 @@ def compare_claims(before: Path, after: Path, rep: Report) -> int:
     for cid in b.index.difference(a.index):
         rep.problems.append(f"claim {cid}: only after ({b.at[cid, 'verdict']})")
     for cid in a.index.intersection(b.index):
+        if tol is not None and cid in tol.ignore_claims:
+            rep.notes.append(f"claim {cid}: not compared (ignore_claims in {tol.path})")
+            continue
         va, vb = a.at[cid, "verdict"], b.at[cid, "verdict"]
         if va != vb:
             rep.problems.append(f"claim {cid}: verdict changed: {va!r} -> {vb!r}")
         if a.at[cid, "measured"] != b.at[cid, "measured"]:
-            rep.problems.append(f"claim {cid}: measured changed: {a.at[cid, 'measured']!r} -> "
-                                f"{b.at[cid, 'measured']!r}")
+            (rep.problems if tol is None else rep.notes).append(
+                f"claim {cid}: measured changed: {a.at[cid, 'measured']!r} -> "
+                f"{b.at[cid, 'measured']!r}")
     return len(a.index.union(b.index))
 
 
-def compare_runs(before: Path, after: Path, also: list[str] = ()) -> Report:
+def compare_runs(before: Path, after: Path, also: list[str] = (),
+                 tol: Tolerances | None = None) -> Report:
     rep = Report()
     for rel_dir in [FIGURES, *also]:
         fa, fb = csv_files(before, rel_dir), csv_files(after, rel_dir)
@@ -148,9 +233,26 @@ def compare_runs(before: Path, after: Path, also: list[str] = ()) -> Report:
         for rel in sorted(fb - fa):
             rep.problems.append(f"{rel}: only in {after}")
         for rel in sorted(fa & fb):
-            compare_csv(before, after, rel, rep)
-    rep.claims = compare_claims(before, after, rep)
+            if tol is None or rel != CLAIMS:   # with tolerances: claims only claim by claim
+                compare_csv(before, after, rel, rep, tol)
+    rep.claims = compare_claims(before, after, rep, tol)
+    for rule in tol.rules if tol is not None else ():
+        if rule.index not in rep.used_rules:
+            rep.notes.append(f"{tol.path}: columns[{rule.index}] (match {list(rule.match)}) "
+                             f"matches no column of the compared files")
     return rep
+
+
+def print_deviations(rep: Report) -> None:
+    """Tolerance mode: the largest deviations per column, then the ignored columns."""
+    moved = {k: d for k, d in rep.deviations.items() if d.max_abs or d.outside}
+    if moved:
+        print("  deviations per column (max |diff|, max relative diff, values outside / compared):")
+    for (col, rule), d in sorted(moved.items()):
+        print(f"    {col!r} [{rule}] in {d.files} file(s): {d.max_abs:.3g}, {d.max_rel:.3g}, "
+              f"{d.outside} / {d.values}")
+    print(f"  {len(rep.deviations) - len(moved)} other column(s) identical"
+          + (f"; ignored: {', '.join(sorted(rep.ignored))}" if rep.ignored else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path, help="finished run to compare with")
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
                     help="more CSVs under DIR, relative to both runs (repeatable): data/results")
+    ap.add_argument("--tolerances", type=Path, metavar="FILE",
+                    help="numbers agree within the limits of FILE (workflow/config/tolerances.yaml)"
+                         " instead of exactly")
     args = ap.parse_args(argv)
 
     for run in (args.before, args.after):
@@ -173,18 +278,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pabench.compare: --also {rel_dir}: in neither run", file=sys.stderr)
             return 2
 
-    rep = compare_runs(args.before, args.after, args.also)
+    try:
+        tol = load(args.tolerances) if args.tolerances else None
+    except ToleranceError as err:
+        print(f"pabench.compare: --tolerances {err}", file=sys.stderr)
+        return 2
+
+    rep = compare_runs(args.before, args.after, args.also, tol)
     print(f"compared {args.before} (before) with {args.after} (after), "
-          f"dirs: {', '.join([FIGURES, *args.also])}")
+          f"dirs: {', '.join([FIGURES, *args.also])}"
+          + (f"; tolerances: {args.tolerances}" if tol else ""))
     print(f"  {rep.files} CSV files, {rep.rows} rows, {rep.values} values; {rep.claims} claims")
+    if tol:
+        print_deviations(rep)
     for note in rep.notes:
         print(f"  note: {note}")
     for problem in rep.problems:
         print(f"  DIFF: {problem}")
     if rep.problems:
-        print(f"DIFFERENT: {len(rep.problems)} difference(s)")
+        print(f"DIFFERENT: {len(rep.problems)} difference(s)"
+              + (" outside the tolerances" if tol else ""))
         return 1
-    print("IDENTICAL: every value and every claims verdict")
+    print("WITHIN TOLERANCES: every value, and every claims verdict identical" if tol
+          else "IDENTICAL: every value and every claims verdict")
     return 0
 
 

@@ -39,27 +39,31 @@ def p_mc(point: np.ndarray, class_effect: float) -> np.ndarray:
     return 0.1 + class_effect * (point % 10) + 0.005 * (point // 10)
 
 
-def estimates_frame(ref: str, estimators: dict, class_effect: float = 0.08) -> pd.DataFrame:
+def estimates_frame(ref: str, estimators: dict, class_effect: float = 0.08, seed: int = 0,
+                    degenerate: bool = False) -> pd.DataFrame:
     dataset, model = ref.split("/")
-    m = paths.parse_avg_model(dataset, model)
+    m = paths.parse_avg_model(dataset, model, seed)
     point = np.arange(N_POINTS)
     mc = p_mc(point, class_effect)
     names = ESTIMATORS + (("linear",) if m.arch == "linear" else ())
     rows = [pd.DataFrame({"dataset": dataset, "model": model, "arch": m.arch, "lam": m.lam,
-                          "point": point, "label": point % 10, "target": point % 10, "sigma": s,
-                          "estimator": name, "n": 20 if name.startswith(("mc", "mmse")) else 0,
-                          "p": mc if name == "mc" else estimators[name](s, m, mc)})
+                          "seed": seed, "point": point, "label": point % 10, "target": point % 10,
+                          "sigma": s, "estimator": name,
+                          "n": 20 if name.startswith(("mc", "mmse")) else 0,
+                          "p": mc if name == "mc" else estimators[name](s, m, mc),
+                          "degenerate": degenerate})
             for s in SIGMAS for name in names]
     return pd.concat(rows, ignore_index=True)
 
 
-def write_estimates(root, estimators: dict, class_effect: float = 0.08) -> dict:
-    """Every model's estimate file under root; {ref: path}."""
+def write_estimates(root, estimators: dict, class_effect: float = 0.08, seed: int = 0,
+                    degenerate: bool = False) -> dict:
+    """Every model's estimate file of one training seed under root; {ref: path}."""
     out = {}
     for ref in FAMILY + [LINEAR, CNN]:
-        path = root / paths.avg_file("estimates", *ref.split("/"))
+        path = root / paths.avg_file("estimates", *ref.split("/"), seed)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_csv(path, estimates_frame(ref, estimators, class_effect))
+        write_csv(path, estimates_frame(ref, estimators, class_effect, seed, degenerate))
         out[ref] = str(path)
     return out
 
@@ -161,8 +165,9 @@ def stacked_tables(good: bool = True) -> dict:
                           for k, ((d, m), lam) in enumerate(zip(models, (0, 0.001, 0.01)))
                           for s in SIGMAS])
     history = pd.DataFrame([{"dataset": d, "model": m, "arch": "resnet18_w16", "lam": lam,
-                             "epoch": e, "loss": 1 / e, "grad_norm": 2.0 / e,
-                             "train_accuracy": 0.5 + 0.2 * e, "test_accuracy": 0.4 + 0.2 * e}
+                             "seed": 0, "epoch": e, "loss": 1 / e, "grad_norm": 2.0 / e,
+                             "train_accuracy": 0.5 + 0.2 * e, "test_accuracy": 0.4 + 0.2 * e,
+                             "n_test": 300, "degenerate": False}
                             for (d, m), lam in zip(models, (0, 0.001, 0.01)) for e in (1, 2)])
     return {"runtime": runtime, "case_study": case, "convergence": conv, "noise_pa": noise,
             "history": history}
@@ -242,3 +247,31 @@ def test_claims_without_their_data_are_not_evaluated(tmp_path):
                 "avg-analytical-faster", "avg-mvs-tracks-mvn-cdf", "avg-case-study-mmse-beats-softmax"):
         assert got[cid] == claims.NOT_EVALUATED, cid
     assert got["avg-mmse-most-accurate"] == claims.REPRODUCED
+
+
+def test_seeds_are_kept_apart_and_a_degenerate_seed_is_named(tmp_path):
+    """Two training seeds: Figure 2a's CSV keeps each seed's errors (the plot averages them), the
+    errors table and Figure 10 carry seed and flag, the caption counts the flagged model, and the
+    claims check each seed and leave the flagged one out."""
+    from PIL import Image
+
+    good = write_estimates(tmp_path, GOOD)
+    bad = write_estimates(tmp_path, BAD, seed=1, degenerate=True)
+    figures.fig2a({"estimates": [good[MAIN], bad[MAIN]]}, outputs(tmp_path, "fig2a"), dict(META))
+    err = drawn(tmp_path, "fig2a")
+    assert sorted(err.seed.unique()) == [0, 1] and err.groupby("seed").degenerate.all().tolist() == [False, True]
+    mmse = err[(err.estimator == "mmse") & (err.sigma == 0.4)].set_index("seed").mean_abs_error
+    assert mmse[0] == pytest.approx(0.05) and mmse[1] == pytest.approx(0.05)  # GOOD 0.01 x 5, BAD 0.05
+    caption = Image.open(outputs(tmp_path, "fig2a")[1]).info["Description"]
+    assert "1 of 2 models near chance or with PA at beta* = 0 in every view: not evidence" in caption
+    figures.fig10({"estimates": [good[MAIN], bad[MAIN]]}, outputs(tmp_path, "fig10"), dict(META), sigma=0.1)
+    mvs = drawn(tmp_path, "fig10")
+    assert len(mvs) == 2 * N_POINTS and mvs.groupby("seed").degenerate.first().tolist() == [False, True]
+    errors = tables.errors({"estimates": list(good.values()) + list(bad.values())}, main=MAIN)
+    got = claims.evaluate({"avg_errors": errors, "avg_mvs": mvs}, AVG_CLAIMS).set_index("id")
+    row = got.loc["avg-mmse-most-accurate"]
+    # Seed 1 (BAD: MMSE worse than Taylor) is left out: it would have made the claim mixed.
+    assert (row.verdict, row.seeds_holding) == (claims.REPRODUCED, "1/1")
+    assert "seed 1: not evidence: all 5 models degenerate" in row.measured
+    row = got.loc["avg-mvs-tracks-mvn-cdf"]
+    assert row.verdict == claims.REPRODUCED and row.seeds_note.startswith("1 of 2 seeds evaluated")

@@ -1,11 +1,12 @@
 """The claims check: verdicts follow the numbers, and a claim the tables cannot decide is marked
 not evaluated rather than passed or failed."""
+import numpy as np
 import pandas as pd
 import pytest
 
 from pabench.reporting.registry import claim_modules, papers
-from pabench.reporting.claims import (NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, _discordant, evaluate, load,
-                                      to_markdown)
+from pabench.reporting.claims import (MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, Claim, _discordant,
+                                      evaluate, load, to_markdown)
 from pabench.core.io import read_table
 from pabench.experiments.toy.compute import bernoulli_table
 
@@ -35,8 +36,8 @@ def verdicts(tables):
 def test_claims_are_well_formed():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids)) and len(ids) >= 15
-    for paper in papers().values():  # every paper's results back some of its claims
-        assert any(e.claims for e in paper.entries), paper.key
+    for paper in papers().values():  # every paper's results back some of its claims, or it says why not
+        assert any(e.claims for e in paper.entries) != bool(paper.no_claims), paper.key
     for c in CLAIMS:
         assert c.source and c.statement.endswith(".") and c.tables
 
@@ -123,3 +124,113 @@ def test_discordant_pairs_and_markdown():
 def test_every_claim_is_not_evaluated_without_its_tables(claim):
     row = evaluate({}).set_index("id").loc[claim.id]
     assert row.verdict == NOT_EVALUATED and "no " in row.measured
+
+
+# ------------------------------------------------------------------ over seeds, degenerate models
+def seeded(tables: dict) -> pd.DataFrame:
+    """{seed: table} stacked with a seed column."""
+    return pd.concat([t.assign(seed=s) for s, t in tables.items()], ignore_index=True)
+
+
+WEAKEST = lambda m, a, e, ar: -ar * (10 if m == "undefended" else 1)  # noqa: E731
+STRONGEST = lambda m, a, e, ar: -ar * (0.1 if m == "undefended" else 1)  # noqa: E731
+
+
+def test_claims_are_checked_per_seed_and_mixed_when_seeds_disagree():
+    adv = seeded({0: adversarial_table(WEAKEST), 1: adversarial_table(STRONGEST),
+                  2: adversarial_table(WEAKEST)})
+    row = evaluate({"adversarial": adv}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert (row.verdict, row.seeds_holding, row.seeds_note) == (MIXED, "2/3", "")
+    assert row.measured.startswith("seed 0: eps 0.1: undefended -10") and "seed 1: eps 0.1: undefended -0.1" in row.measured
+    every = seeded({s: adversarial_table(WEAKEST) for s in (0, 1, 2)})
+    row = evaluate({"adversarial": every}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert (row.verdict, row.seeds_holding) == (REPRODUCED, "3/3")
+    assert not row.measured.startswith("seed")  # the same text in every seed is said once
+    none = seeded({s: adversarial_table(STRONGEST) for s in (0, 1, 2)})
+    assert verdicts({"adversarial": none})["adv-pgd-undefended-lowest"] == NOT_REPRODUCED
+
+
+def test_rows_without_a_seed_belong_to_every_seed():
+    """A pretrained model (seed empty) is compared with each seed's zoo models."""
+    adv = seeded({s: adversarial_table(WEAKEST) for s in (0, 1, 2)})
+    adv.loc[adv.model == "madry", "seed"] = None
+    adv = adv.drop_duplicates(["model", "seed", "attack", "eps", "ar"])
+    row = evaluate({"adversarial": adv}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert (row.verdict, row.seeds_holding) == (REPRODUCED, "3/3")
+
+
+def test_fewer_than_three_seeds_is_marked_in_the_table_and_the_markdown():
+    dg = pd.DataFrame([{"algorithm": a, "seed": 0, "n_shift_factors": k, "shift_ratio": 1.0,
+                        "logpa_adam": -k * w, "beta_adam": 1.0, "afr_true": 1 - 0.1 * k}
+                       for a, w in (("erm", 3), ("irm", 2), ("lisa", 1)) for k in range(1, 6)])
+    results = evaluate({"dg": dg}, load(["pabench.experiments.dg.claims"]))
+    row = results.set_index("id").loc["dg-erm-irm-lisa"]
+    assert (row.verdict, row.seeds_holding) == (REPRODUCED, "1/1")
+    assert row.seeds_note == "1 seed: not enough for a verdict over seeds"
+    md = to_markdown(results, "quick")
+    assert "| reproduced 1/1 * | 1 seed: not enough for a verdict over seeds |" in md
+    assert "| claim | source | measured | verdict | seeds |" in md
+
+
+def test_a_claim_can_be_checked_once_over_every_seed():
+    """`unseeded`: one check on every row, the reason in the note (here: rows of three seeds)."""
+    rows = Claim("tests", "t-rows", "test", "Nine rows.", ("t",),
+                 lambda t: (len(t) == 9, f"{len(t)} rows"), unseeded="a statement over the zoo")
+    per_seed = Claim("tests", "t-rows-per-seed", "test", "Nine rows.", ("t",),
+                     lambda t: (len(t) == 9, f"{len(t)} rows"))
+    table = pd.DataFrame({"seed": [0, 1, 2] * 3, "x": range(9)})
+    r = evaluate({"t": table}, [rows, per_seed]).set_index("id")
+    assert (r.loc["t-rows", "verdict"], r.loc["t-rows", "seeds_note"]) == (REPRODUCED, "a statement over the zoo")
+    assert r.loc["t-rows", "seeds_holding"] == "" and r.loc["t-rows", "measured"] == "9 rows"
+    assert (r.loc["t-rows-per-seed", "verdict"], r.loc["t-rows-per-seed", "measured"]) == (NOT_REPRODUCED, "3 rows")
+    # Without any seed the claim runs once, and says that one run is not enough.
+    once = evaluate({"t": table.drop(columns="seed")}, [per_seed])
+    assert once.verdict.iloc[0] == REPRODUCED and once.seeds_note.iloc[0].startswith("no seeds in its tables")
+    assert "| reproduced * |" in to_markdown(once, "test")
+
+
+def scored_model(model: str, seed: int, learned: bool, flip: float) -> pd.DataFrame:
+    """One zoo model's real adversarial scores (pabench's scoring) under PGD at two eps: a model
+    that learned (or one that ignores its input), attacked on a share `flip` of the images."""
+    from pabench.core.paths import AttackRun, Eps
+    from pabench.experiments.adversarial.scoring import score_records
+    from pabench.metrics.settings import PASettings
+
+    rng = np.random.default_rng([seed, len(model)])
+    n, k = 120, 5
+    labels = rng.integers(0, k, n)
+    clean = (np.eye(k)[labels] * 4 if learned else 0) + rng.normal(size=(n, k))
+    records = {}
+    for eps in ("0.1", "0.2"):
+        hit = rng.random(n) < flip * float(eps) / 0.2
+        adv = np.where(hit[:, None], np.roll(clean, 1, axis=1), clean)
+        records[AttackRun("mnist32", model, "pgd", Eps.of(eps), seed)] = {
+            "clean_scores": clean, "adv_scores": adv, "linf": rng.uniform(0, float(eps), n),
+            "labels": labels, "success": adv.argmax(1) != labels}
+    table = score_records(records, ARS, PASettings(epochs=10))
+    return table.assign(dataset="mnist32", model=model, seed=seed)
+
+
+def test_a_seed_whose_model_is_at_chance_is_not_evidence():
+    """Three seeds of the zoo scored for real; in seed 2 the undefended model learned nothing:
+    it is flagged, left out, and that seed cannot decide the claim."""
+    tables = [scored_model("undefended", s, learned=s != 2, flip=1.0) for s in (0, 1, 2)]
+    tables += [scored_model("madry", s, learned=True, flip=0.3) for s in (0, 1, 2)]
+    adv = pd.concat(tables, ignore_index=True)
+    flagged = adv.groupby(["model", "seed"]).degenerate.first()
+    assert flagged.sum() == 1 and flagged[("undefended", 2)]
+    row = evaluate({"adversarial": adv}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert (row.verdict, row.seeds_holding) == (REPRODUCED, "2/2")
+    assert row.seeds_note == "2 of 3 seeds evaluated; 2 seeds: not enough for a verdict over seeds"
+    assert "seed 2: no undefended model [left out, not evidence (degenerate): mnist32 undefended s2]" in row.measured
+    # Counted as evidence, the model at chance would have decided seed 2 as well.
+    row = evaluate({"adversarial": adv.assign(degenerate=False)}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert row.seeds_holding in ("2/3", "3/3") and "left out" not in row.measured
+
+
+def test_a_claim_with_only_degenerate_models_is_not_evaluated():
+    adv = seeded({s: adversarial_table(WEAKEST) for s in (0, 1, 2)}).assign(degenerate=True)
+    row = evaluate({"adversarial": adv}).set_index("id").loc["adv-pgd-undefended-lowest"]
+    assert row.verdict == NOT_EVALUATED and row.seeds_holding == ""
+    assert row.measured == "not evidence: all 3 models degenerate (near chance or PA at beta* = 0)"
+    assert row.seeds_note == "0 of 3 seeds evaluated"

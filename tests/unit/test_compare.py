@@ -1,8 +1,11 @@
 """pabench.compare on two small hand-made run directories."""
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
 from pabench.compare import main
+from pabench.tolerances import load
 
 TABLE = pd.DataFrame({"model": ["erm", "irm", "irm"], "pa": [0.125, float("nan"), -1.5],
                       "acc": [0.9, float("inf"), 0.5]})
@@ -95,3 +98,177 @@ def test_missing_directory(runs, tmp_path, capsys):
     assert main([str(runs[0]), str(tmp_path / "nope")]) == 2
     assert "no such directory" in capsys.readouterr().err
     assert compare(runs, "--also", "data/nope") == 2
+
+
+# --- with tolerances (a CPU run against a GPU run) --------------------------------------------
+
+TOLERANCES = """
+columns:
+  - {match: acc, abs: 0.01}
+  - {match: "P*", rel: 0.02, abs: 0.01}       # globs are case-insensitive: matches 'pa'
+  - {match: seconds, ignore: true}
+ignore_claims: [fig1-peak]
+"""
+
+
+@pytest.fixture
+def tol(tmp_path):
+    path = tmp_path / "tol.yaml"
+    path.write_text(TOLERANCES)
+    return path
+
+
+def perturb(runs, **cells):
+    """Rewrite the after run's table1.csv with {column: {row: value}} changed."""
+    changed = TABLE.copy()
+    for col, rows in cells.items():
+        for row, value in rows.items():
+            changed.loc[row, col] = value
+    changed.to_csv(runs[1] / "figures" / "pa" / "table1.csv", index=False)
+
+
+@pytest.mark.parametrize("cells, summary", [
+    ({"acc": {2: 0.509}}, "'acc' [rule 0: abs 0.01] in 1 file(s): 0.009, 0.0177, 0 / 3"),
+    # on the limit: 0.51 - 0.5 is 0.010000000000000009 in binary floating point
+    ({"acc": {2: 0.51}}, "'acc' [rule 0: abs 0.01] in 1 file(s): 0.01, 0.0196, 0 / 3"),
+    # rel 0.02 of 1.529 is 0.0306
+    ({"pa": {2: -1.529}}, "'pa' [rule 1: abs 0.01 or rel 0.02] in 1 file(s): 0.029, 0.019, 0 / 3"),
+    # abs 0.01 (rel 0.02 of 0.134 is only 0.0027)
+    ({"pa": {0: 0.134}}, "'pa' [rule 1: abs 0.01 or rel 0.02] in 1 file(s): 0.009, 0.0672, 0 / 3"),
+])
+def test_within_tolerances(runs, tol, cells, summary, capsys):
+    perturb(runs, **cells)
+    assert compare(runs) == 1                        # exact mode is unchanged
+    capsys.readouterr()
+    assert compare(runs, "--tolerances", str(tol)) == 0
+    out = capsys.readouterr().out
+    assert "WITHIN TOLERANCES" in out and "DIFF" not in out
+    assert summary in out
+
+
+@pytest.mark.parametrize("cells, message", [
+    ({"acc": {2: 0.511}}, "row 2 (model=irm): column 'acc': 0.5 vs 0.511, |diff| 0.011 > limit "
+                          "0.01 (rule 0: abs 0.01)"),
+    ({"pa": {2: -1.531}}, "row 2 (model=irm): column 'pa': -1.5 vs -1.531, |diff| 0.031 > limit "
+                          "0.03062 (rule 1: abs 0.01 or rel 0.02)"),
+    ({"pa": {0: 0.136}}, "row 0 (model=erm): column 'pa': 0.125 vs 0.136, |diff| 0.011 > limit "
+                         "0.01 (rule 1"),
+    ({"pa": {1: 0.0}}, "row 1 (model=irm): column 'pa': '' vs 0.0, not two finite numbers"),  # NaN
+    ({"acc": {1: 1e308}}, "row 1 (model=irm): column 'acc': inf vs 1e+308, not two finite numbers"),
+    ({"model": {0: "ERM"}}, "row 0 (model=erm): column 'model': 'erm' vs 'ERM', not two finite "
+                            "numbers (exact (no rule))"),
+])
+def test_outside_tolerances(runs, tol, cells, message, capsys):
+    perturb(runs, **cells)
+    assert compare(runs, "--tolerances", str(tol)) == 1
+    out = capsys.readouterr().out
+    assert f"DIFF: figures/pa/table1.csv {message}" in out
+    assert "DIFFERENT: 1 difference(s) outside the tolerances" in out
+
+
+def test_every_value_listed_and_summarised(runs, tol, capsys):
+    # Two values outside in one column, one inside in another; the --also table too.
+    perturb(runs, acc={0: 0.85, 2: 0.6}, pa={2: -1.52})
+    TABLE.assign(acc=[0.92, float("inf"), 0.5]).to_csv(runs[1] / "data" / "results" / "dg.csv",
+                                                       index=False)
+    assert compare(runs, "--also", "data/results", "--tolerances", str(tol)) == 1
+    out = capsys.readouterr().out
+    assert "figures/pa/table1.csv row 0 (model=erm): column 'acc': 0.9 vs 0.85" in out
+    assert "figures/pa/table1.csv row 2 (model=irm): column 'acc': 0.5 vs 0.6" in out
+    assert "data/results/dg.csv row 0 (model=erm): column 'acc': 0.9 vs 0.92" in out
+    assert "DIFFERENT: 3 difference(s)" in out
+    # max |diff| 0.1 (0.5 -> 0.6), max relative 0.1 / 0.6; 3 of 6 values outside, 2 files
+    assert "'acc' [rule 0: abs 0.01] in 2 file(s): 0.1, 0.167, 3 / 6" in out
+    assert "'pa' [rule 1: abs 0.01 or rel 0.02] in 2 file(s): 0.02, 0.0132, 0 / 6" in out
+
+
+def test_ignored_columns_and_unused_rules(runs, tmp_path, capsys):
+    for root, seconds in zip(runs, ([1.0, 2.0, 3.0], [9.0, 8.0, 7.0])):
+        TABLE.assign(seconds=seconds).to_csv(root / "figures" / "pa" / "table1.csv", index=False)
+    path = tmp_path / "tol.yaml"
+    path.write_text("columns:\n  - {match: '*seconds*', ignore: true}\n"
+                    "  - {match: [acc, beta*], files: 'data/*', abs: 0.5}\n")
+    assert compare(runs, "--tolerances", str(path)) == 0
+    out = capsys.readouterr().out
+    assert "ignored: seconds" in out
+    # acc exists, but only in figures/ here; the rule's files glob keeps it out
+    assert f"note: {path}: columns[1] (match ['acc', 'beta*']) matches no column" in out
+    assert "note: claim fig1-peak" not in out
+
+
+def test_claims_with_tolerances(runs, tol, capsys):
+    claims = CLAIMS.copy()
+    claims.loc[0, ["measured", "verdict"]] = ["peak at 0.51", "not reproduced"]  # ignore_claims
+    claims.loc[1, "measured"] = "jpeg_rs lowest (2 seeds)"
+    claims.to_csv(runs[1] / "figures" / "claims.csv", index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 0
+    out = capsys.readouterr().out
+    assert f"note: claim fig1-peak: not compared (ignore_claims in {tol})" in out
+    assert ("note: claim adv-jpeg: measured changed: 'jpeg_rs lowest' -> "
+            "'jpeg_rs lowest (2 seeds)'") in out
+    claims.loc[1, "verdict"] = "reproduced"
+    claims.to_csv(runs[1] / "figures" / "claims.csv", index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 1
+    out = capsys.readouterr().out
+    assert "DIFF: claim adv-jpeg: verdict changed: 'not evaluated' -> 'reproduced'" in out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("columns:\n  - {match: acc, abss: 0.01}",
+     "columns[0]: unknown key(s) ['abss'] (known: ['abs', 'files', 'ignore', 'match', 'rel'])"),
+    ("columns:\n  - {match: acc, abs: -0.01}",
+     "columns[0] (match ['acc']): abs must be a number >= 0, got -0.01"),
+    ("columns:\n  - {match: acc, rel: 2%}",
+     "columns[0] (match ['acc']): rel must be a number >= 0, got '2%'"),
+    ("columns:\n  - {match: acc, abs: .nan}", "abs must be a number >= 0, got nan"),
+    ("columns:\n  - {match: acc, abs: true}", "abs must be a number >= 0, got True"),
+    ("columns:\n  - {match: acc}",
+     "columns[0] (match ['acc']): states no limit (abs, rel) and is not ignore: true"),
+    ("columns:\n  - {match: acc, ignore: true, abs: 1}",
+     "ignore: true with limits ['abs']: choose one"),
+    ("columns:\n  - {match: acc, ignore: 'yes'}", "ignore must be true or false, got 'yes'"),
+    ("columns:\n  - {abs: 0.01}", "columns[0]: no 'match' (the column-name globs)"),
+    ("columns:\n  - {match: [], abs: 0.01}",
+     "match must be a glob or a non-empty list of globs, got []"),
+    ("columns:\n  - {match: acc, files: [3], abs: 0.01}",
+     "files must be a glob or a non-empty list"),
+    ("columns:\n  - [acc, 0.01]", "columns[0]: a rule must be a mapping, got ['acc', 0.01]"),
+    ("columns: []", "'columns' must be a non-empty list of rules"),
+    ("colums:\n  - {match: acc, abs: 0.01}", "expected a mapping with a 'columns' list of rules"),
+    ("columns:\n  - {match: acc, abs: 0.01}\nignore_claim: [x]", "unknown key(s) ['ignore_claim']"),
+    ("columns:\n  - {match: acc, abs: 0.01}\nignore_claims: x",
+     "ignore_claims must be a list of claim ids"),
+    ("columns: [", "cannot read"),
+])
+def test_bad_tolerance_file(runs, tmp_path, text, message, capsys):
+    path = tmp_path / "tol.yaml"
+    path.write_text(text)
+    assert compare(runs, "--tolerances", str(path)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"pabench.compare: --tolerances {path}: ") and message in err, err
+
+
+def test_missing_tolerance_file(runs, tmp_path, capsys):
+    assert compare(runs, "--tolerances", str(tmp_path / "nope.yaml")) == 2
+    assert "nope.yaml: cannot read" in capsys.readouterr().err
+
+
+def test_shipped_tolerances():
+    """workflow/config/tolerances.yaml loads, and its rules fall on the columns they are for."""
+    tol = load(Path(__file__).parents[2] / "workflow" / "config" / "tolerances.yaml")
+
+    def rule(rel, col):
+        return tol.rule_for(rel, col).describe().split(": ", 1)[-1]
+
+    assert rule("figures/avgcase/table1.csv", "seconds per point") == "ignored"
+    assert rule("data/results/oodrb/history.csv", "images_per_s") == "ignored"
+    assert rule("figures/oodrb/table1.csv", "ID accuracy (%)") == "abs 1"
+    assert rule("figures/pa/table1.csv", "Test 3 acc") == "abs 1"
+    assert rule("figures/oodrb/effective.csv", "effective (points)") == "abs 2"
+    assert rule("data/results/dg/pa.csv", "accuracy_env0") == "abs 0.01"
+    assert rule("data/results/dg/pa.csv", "logpa_exact") == "abs 0.1 or rel 0.02"
+    assert rule("data/results/dg/pa.csv", "beta_exact") == "rel 0.05"
+    assert rule("figures/avgcase/fig4.csv", "p") == "abs 0.1"
+    assert rule("figures/oodrb/pa_correlation.csv", "p") == "exact (no rule)"   # a p-value
+    assert rule("data/results/oodrb/history.csv", "trades_beta") == "exact (no rule)"
+    assert tol.ignore_claims == {"avg-analytical-faster"}

@@ -96,6 +96,7 @@ def cases():
 # Keys whose value may legitimately be another type or empty (documented in config.yaml).
 ALLOWED = {
     ("empty list", ("adversarial", "robustbench")),  # no RobustBench models: the offline default
+    ("empty list", ("dg", "model_selection", "also_validate")),  # Table 1's split only
     ("empty list", ("avgcase", "class_bias")),        # no Figure 4
     ("empty list", ("oodrb", "corruptions")),         # natural shifts only
     ("empty list", ("oodrb", "natural")),             # corruptions only (no Figure 5)

@@ -20,8 +20,16 @@ def test_paths_round_trip_to_typed_keys():
     assert back == run and back.eps.value == pytest.approx(8 / 255)
     assert paths.parse_attack_record(paths.attack_record("mnist32", "m", "fmn", UNBOUNDED)).eps.value is None
     assert paths.parse_dg_scores(paths.dg_scores("irm", 12)) == TrainRun("irm", 12)
-    assert paths.parse_checkpoint(paths.checkpoint(TrainRun("lisa", 3), "epoch5")) == (TrainRun("lisa", 3), "epoch5")
-    assert paths.parse_zoo_history(paths.zoo_history("mnist32", "fast_fgsm")) == "fast_fgsm"
+    assert paths.parse_checkpoint(paths.checkpoint(TrainRun("lisa", 3, paths.FIG11), "epoch5")) == (TrainRun("lisa", 3, paths.FIG11), "epoch5")
+    assert paths.parse_zoo_history(paths.zoo_history("mnist32", "fast_fgsm", 2)) == ("fast_fgsm", 2)
+    # A zoo model's files carry its training seed; a pretrained model's do not.
+    zoo = AttackRun("mnist32", "madry", "pgd", Eps.of(0.1), 1)
+    assert paths.record_of(zoo) == "data/adversarial/mnist32/attacks/madry-s1/pgd/0.1.npz"
+    assert paths.parse_attack_record(paths.record_of(zoo)) == zoo and back.seed is None
+    assert paths.parse_adv_run("Wang2023Better_WRN-28-10") == ("Wang2023Better_WRN-28-10", None)
+    avg = paths.avg_file("estimates", "mnist32", "resnet18_w8-lam1e-05", 2)
+    assert avg == "data/avgcase/estimates/mnist32/resnet18_w8-lam1e-05-s2.csv"
+    assert paths.parse_avg_file(avg) == ("estimates", paths.AvgModel("mnist32", "resnet18_w8", 1e-05, 2))
     ms = TrainRun("erm", 0, "train_zgo")
     assert paths.model_dir(ms) == "data/models/model_selection/train_zgo/erm-s0"
     # Left open, a field is a Snakemake wildcard.

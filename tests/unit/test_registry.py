@@ -9,6 +9,7 @@ import yaml
 
 from conftest import REPO, scale_config
 from pabench.core import resources
+from pabench.core.config import load as load_config
 from pabench.experiments.avgcase import plan as avg_plan
 from pabench.experiments.oodrb import plan as oodrb_plan
 from pabench.papers import PAPERS
@@ -16,9 +17,9 @@ from pabench.reporting.registry import claim_modules
 from pabench.reporting import registry
 from pabench.reporting.claims import load
 
-CONFIGS = {"test": scale_config(),
-           "paper": __import__("pabench.core.config", fromlist=["load"]).load(
-               [REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])}
+PAPER_SCALE = [REPO / "config.yaml", REPO / "workflow/config/paper.yaml"]
+CONFIGS = {"test": scale_config(), "paper": load_config(PAPER_SCALE),
+           "arxiv-v1": load_config([*PAPER_SCALE, REPO / "workflow/config/arxiv-v1.yaml"])}
 ENTRIES = [e for paper in PAPERS.values() for e in paper.entries]
 
 
@@ -147,6 +148,7 @@ def test_schema_enums_match_the_code():
     s = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     props = s["properties"]
     assert _enum(s["$defs"], "attacks", "propertyNames") == list(ATTACKS)
+    assert _enum(props["adversarial"]["properties"]["use_attacks"], "items") == list(ATTACKS)
     assert _enum(s["$defs"], "arch") == list(ARCHS)
     assert _enum(props["adversarial"]["properties"]["zoo"]["properties"]["models"], "items") == list(METHODS)
     assert set(_enum(props["adversarial"]["properties"], "dataset")) == set(DATASETS) - {"imagenet"}

@@ -92,6 +92,80 @@ def test_training_runs_validates_and_checkpoints(data, tmp_path, algorithm):
     assert logits.shape == (32, 2)
 
 
+def test_batchnorm_recalibration_sets_the_exact_statistics_of_the_training_images(data):
+    from pabench.training.loop import recalibrate_batchnorm, to_input
+
+    train_envs, _ = data
+    model = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten())
+    norm = model[0]
+    norm.running_mean.fill_(5.0)  # stale statistics, as after a few small batches
+    norm.running_var.fill_(9.0)
+    recalibrate_batchnorm(model, list(train_envs.values()), "cpu", batch=40)  # batches of unequal size
+    x = torch.cat([to_input(e.images[:], "cpu") for e in train_envs.values()]).double()
+    assert norm.momentum == 0.1
+    assert torch.allclose(norm.running_mean.double(), x.mean((0, 2, 3)), atol=1e-5)
+    # Cumulative average of per-batch unbiased variances: close to the pooled variance, not exact.
+    assert torch.allclose(norm.running_var.double(), x.var((0, 2, 3)), rtol=0.05)
+
+
+def test_recalibrated_training_predicts_as_it_trained(data, tmp_path):
+    """With recalibration the eval-mode model predicts the training images as it does with
+    BatchNorm on their batch statistics: the collapse seen without it cannot happen."""
+    train_envs, val_envs = data
+    settings = TrainSettings(algorithm="erm", backbone="cnn", epochs=3, lr=1e-3, batch_size=16, seed=0,
+                             device="cpu", recalibrate_bn=True)
+    train(settings, train_envs, val_envs, tmp_path)
+    model, _ = load_checkpoint(tmp_path / "last.pt")
+    images = np.concatenate([e.images[:] for e in train_envs.values()])
+    eval_pred = predict(model, images, "cpu", batch=len(images)).argmax(1)
+    for m in model.modules():  # BatchNorm on the statistics of the batch, dropout still off
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.train()
+    with torch.no_grad():
+        batch_pred = model(torch.from_numpy(images).float().div(127.5).sub(1.0)).argmax(1).numpy()
+    assert (eval_pred == batch_pred).mean() >= 0.98
+
+
+def test_also_validated_splits_keep_their_own_selected_checkpoints(data, tmp_path):
+    train_envs, val_envs = data
+    # The same pair once more, and the pair's environments swapped: the same accuracy and PA, so
+    # the same selected epochs as the main split.
+    also = {"same": val_envs, "swapped": dict(reversed(list(val_envs.items())))}
+    settings = TrainSettings(algorithm="erm", backbone="cnn", epochs=3, lr=1e-3, batch_size=16, seed=1,
+                             device="cpu")
+    history = train(settings, train_envs, val_envs, tmp_path, also_validate=also)
+    for name in also:
+        np.testing.assert_allclose(history[f"val_acc-{name}"], history.val_acc)
+        np.testing.assert_allclose(history[f"val_logpa-{name}"], history.val_logpa, rtol=1e-6)
+        for which in ("best_acc", "best_pa"):
+            _, state = load_checkpoint(tmp_path / f"{which}-{name}.pt")
+            assert state["epoch"] == select_epochs(history)[which]
+
+
+def test_selection_on_each_validation_split(tmp_path):
+    from pabench.core.io import write_csv
+    from pabench.experiments.dg.tables import selected_on, selection_by_validation, table1
+
+    # Per seed the mean over the two domains: ID acc-selected 0.6 / 0.8, PA-selected 0.7 / 0.7;
+    # SD: 0.5 / 0.5 both ways.
+    rows = [{"setting": "ZGO", "algorithm": "irm", "seed": seed, "env": env, "validation": v,
+             "acc_best_acc": a, "acc_best_pa": p}
+            for v, seed, env, a, p in [("ID", 0, "t1", 0.5, 0.6), ("ID", 0, "t2", 0.7, 0.8),
+                                       ("ID", 1, "t1", 0.8, 0.7), ("ID", 1, "t2", 0.8, 0.7),
+                                       ("SD", 0, "t1", 0.5, 0.5), ("SD", 0, "t2", 0.5, 0.5),
+                                       ("SD", 1, "t1", 0.5, 0.5), ("SD", 1, "t2", 0.5, 0.5)]]
+    write_csv(tmp_path / "ms.csv", pd.DataFrame(rows))
+    table = selection_by_validation({"results": tmp_path / "ms.csv"}, ["ZGO"], ["t1", "t2"], ["ID", "SD"])
+    by = table.set_index("validation")
+    assert by.loc["ID", ["acc-selected", "PA-selected", "diff", "diff std"]].tolist() == pytest.approx([70.0, 70.0, 0.0, 10.0])
+    assert by.loc["SD", ["acc-selected", "PA-selected", "diff"]].tolist() == pytest.approx([50.0, 50.0, 0.0])
+    # Table 1 reads the main split only; an unknown split is refused, never silently empty.
+    t1 = table1({"results": tmp_path / "ms.csv"}, ["ZGO"], ["t1", "t2"], validation="ID")
+    assert t1["Test 1 acc"].tolist() == ["65.0"]
+    with pytest.raises(ValueError, match="no model-selection results on validation split 'OOD'"):
+        selected_on(pd.DataFrame(rows), "OOD")
+
+
 def test_training_is_deterministic_on_cpu(data, tmp_path):
     train_envs, val_envs = data
     settings = TrainSettings(algorithm="irm", backbone="cnn", epochs=1, lr=1e-3, batch_size=16, seed=5,
@@ -167,6 +241,42 @@ def test_table1_from_known_selection_results(tmp_path):
     row = table.iloc[0]
     assert row["Test 1 acc"] == "60.0" and row["Test 1 diff"] == "+0.0" and row["Test 1 std"] == "10.0"
     assert row.seeds == 2 and row.algorithm == "IRM"
+
+
+def test_target_accuracy_averages_per_seed_and_takes_the_worst_domain_per_seed(tmp_path):
+    from pabench.core.io import write_csv
+    from pabench.experiments.dg.tables import target_accuracy
+
+    # Two seeds, three target domains, and a row outside them (left out).  Per seed, accuracy-
+    # selected: average 0.7 and 0.7, worst 0.5 and 0.6; PA-selected: average 1 and 5/6, worst
+    # 1 and 0.5.  (The worst of the seed means would be 0.65: not what the thesis asks.)
+    acc = {0: [0.9, 0.5, 0.7, 0.0], 1: [0.6, 0.8, 0.7, 0.0]}
+    pa = {0: [1.0, 1.0, 1.0, 0.0], 1: [0.5, 1.0, 1.0, 0.0]}
+    envs = ["test_1", "test_2", "test_3", "val"]
+    rows = [{"setting": "ZGO", "algorithm": "erm", "seed": seed, "env": env, "acc_best_acc": acc[seed][i],
+             "epoch_best_acc": 3, "acc_best_pa": pa[seed][i], "epoch_best_pa": 5}
+            for seed in (0, 1) for i, env in enumerate(envs)]
+    write_csv(tmp_path / "results.csv", pd.DataFrame(rows))
+    table = target_accuracy({"results": tmp_path / "results.csv"}, ["ZGO", "ZSO"], envs[:3])
+    assert list(table["selected by"]) == ["accuracy", "PA"]  # ZSO has no results
+    by = table.set_index("selected by")
+    assert (by.algorithm == "ERM").all() and (by.seeds == 2).all()
+    assert by.loc["accuracy", ["average acc", "average std", "worst-case acc", "worst-case std"]].tolist() \
+        == pytest.approx([70.0, 0.0, 55.0, 5.0])
+    assert by.loc["PA", ["average acc", "average std", "worst-case acc", "worst-case std"]].tolist() \
+        == pytest.approx([91.7, 8.3, 75.0, 25.0])
+    # Seeds flagged near chance (the results' `degenerate` column) are counted in the table.
+    flagged = pd.DataFrame(rows).assign(degenerate=lambda t: t.seed == 1)
+    write_csv(tmp_path / "flagged.csv", flagged)
+    table = target_accuracy({"results": tmp_path / "flagged.csv"}, ["ZGO"], envs[:3])
+    assert table["seeds near chance"].tolist() == [1, 1] and table["average acc"].tolist() == [70.0, 91.7]
+    # A domain missing for a seed, or two rows of one (seed, domain), are refused, never averaged.
+    write_csv(tmp_path / "short.csv", pd.DataFrame(rows[1:]))
+    with pytest.raises(ValueError, match="lacks some of the domains"):
+        target_accuracy({"results": tmp_path / "short.csv"}, ["ZGO"], envs[:3])
+    write_csv(tmp_path / "twice.csv", pd.DataFrame(rows + rows[:1]))
+    with pytest.raises(ValueError, match="more than one row"):
+        target_accuracy({"results": tmp_path / "twice.csv"}, ["ZGO"], envs[:3])
 
 
 def test_confidence_stage_epochs_and_principal_component():

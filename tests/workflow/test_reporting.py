@@ -1,7 +1,6 @@
 """What users look at, on the test-scale run: the claims check, the timing summary, the W&B
 workspace specification, and partial reruns planned by Snakemake dry runs."""
 import json
-import re
 import subprocess
 import sys
 import time
@@ -10,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import TEST, run_snakemake, scale_config
+from conftest import TEST, planned, run_snakemake, scale_config
 from pabench.dashboard import build_workspace, spec_from_dir
 from pabench.papers import PAPERS
 from pabench.reporting.registry import claim_modules
-from pabench.reporting.claims import NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
+from pabench.reporting.claims import MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
 
 pytestmark = pytest.mark.workflow
 CLAIMS = load(claim_modules())
@@ -22,30 +21,22 @@ FIGURE_RULES = {e.rule for p in PAPERS.values() for e in p.enabled(scale_config(
                 if e.kind == "figure"}
 
 
-def planned(root, *args) -> list[tuple[str, str]]:
-    """(rule, wildcards) of every job a dry run plans, rule `all` left out."""
-    out = run_snakemake(root, "-n", *args).stdout
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        m = re.match(r"(?:local)?rule (\w+):", block)
-        if m and m.group(1) != "all":
-            wc = re.search(r"^\s+wildcards: (.*)$", block, flags=re.M)
-            jobs.append((m.group(1), wc.group(1) if wc else ""))
-    return jobs
-
-
 def test_claims_check_of_the_run(ran):
     root, _ = ran
     claims = pd.read_csv(root / "figures/claims.csv")
     assert list(claims.id) == [c.id for c in CLAIMS]
-    assert set(claims.verdict) <= {REPRODUCED, NOT_REPRODUCED, NOT_EVALUATED}
+    assert set(claims.verdict) <= {REPRODUCED, MIXED, NOT_REPRODUCED, NOT_EVALUATED}
     v = claims.set_index("id").verdict
     # Mathematical facts hold at any scale; paper-scale-only claims are not evaluated.
     assert v["toy-constant-is-robust"] == REPRODUCED and v["adv-exact-no-shift"] == REPRODUCED
     assert v["adv-apgd-top-defenses"] == NOT_EVALUATED
     assert v["adv-pgd-undefended-lowest"] == NOT_EVALUATED  # the test zoo has no undefended model
     md = (root / "figures/claims.md").read_text()
-    assert md.startswith("# Claims check (test scale)") and "| claim | source | measured | verdict |" in md
+    assert md.startswith("# Claims check (test scale)") and "| claim | source | measured | verdict | seeds |" in md
+    # The test zoo trains two seeds: the adversarial claims are checked in each, and say too few.
+    exact = claims.set_index("id").loc["adv-exact-no-shift"]
+    assert exact.seeds_holding == "2/2" and exact.seeds_note == "2 seeds: not enough for a verdict over seeds"
+    assert "reproduced 2/2 *" in md
 
 
 def test_timing_summary_covers_the_rules_that_ran(ran):
@@ -122,6 +113,23 @@ def test_one_algorithm_change_reruns_only_its_branch(finished):
     # Its training, scores and PA, and what reads them: nothing of the other algorithms.
     assert {r for r, _ in jobs} == {"train_dg", "dg_scores", "dg_pa", "dg_pa_table", "pa_fig07",
                                     "pa_fig08", "claims", "timings"}
+
+
+def test_a_new_seed_runs_only_its_own_jobs(finished):
+    """Seeds are separate jobs: adding one trains, attacks and evaluates only the new seed, and
+    rebuilds what stacks the seeds; nothing of the seeds already run is redone."""
+    overlay = finished / "seeds.yaml"
+    overlay.write_text("adversarial:\n  zoo:\n    seeds: [0, 1, 2]\n"
+                       "avgcase:\n  train: {epochs: 1, seeds: [0, 2]}\n")
+    jobs = planned(finished, *TEST, str(overlay))
+    per_seed = [(r, wc) for r, wc in jobs if r in ("adv_train", "adv_attack", "adv_score", "avg_train",
+                                                  "avg_estimates", "avg_case_study")]
+    assert {r for r, _ in per_seed} == {"adv_train", "adv_attack", "adv_score", "avg_train",
+                                        "avg_estimates", "avg_case_study"}
+    assert all("seed=2" in wc or "-s2," in wc for _, wc in per_seed), per_seed
+    rules = {r for r, _ in jobs}
+    assert not rules & {"adv_data", "avg_data", "avg_noise_pa", "avg_runtime", "avg_convergence",
+                        "train_dg", "train_ms", "toy_bernoulli"}
 
 PAPER, CHECKS = "PA robustness paper (TMLR)", "Reproduction checks"
 

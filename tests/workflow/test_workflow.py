@@ -13,7 +13,8 @@ from pabench.tracking import offline_runs
 PA = PAPERS["pa"].enabled(scale_config())
 AVG = PAPERS["avgcase"].enabled(scale_config())
 OODRB = PAPERS["oodrb"].enabled(scale_config())
-FIGURES = [path for entry in PA + AVG + OODRB for path in entry.outputs().values()]
+THESIS = PAPERS["thesis"].enabled(scale_config())
+FIGURES = [path for entry in PA + AVG + OODRB + THESIS for path in entry.outputs().values()]
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           "diagvib_split": "diagvib", "diagvib_ass": "diagvib", "shift_ratio_views": "diagvib",
           "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
@@ -25,7 +26,7 @@ GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
                                           "avg_table")},
           **{rule: "oodrb" for rule in ("oodrb_data", "oodrb_shift", "oodrb_train", "oodrb_shifts",
                                         "oodrb_attacks", "oodrb_table")},
-          **{entry.rule: entry.experiment for entry in PA + AVG + OODRB}}
+          **{entry.rule: entry.experiment for entry in PA + AVG + OODRB + THESIS}}
 
 pytestmark = pytest.mark.workflow
 
@@ -96,6 +97,17 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert ms["metrics"]["test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
     table1 = pd.read_csv(root / "figures/pa/table1.csv")
     assert list(table1.setting) == ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"]
+    # The thesis's table, from the same runs: IRM on ZGO, the PA-selected epoch, by hand.
+    thesis = pd.read_csv(root / "figures/thesis/target-accuracy.csv")
+    assert list(thesis.setting) == [s for s in table1.setting for _ in range(2)]
+    zgo_pa = thesis[(thesis.setting == "ZGO") & (thesis["selected by"] == "PA")].iloc[0]
+    irm_zgo = selection[(selection.algorithm == "irm") & (selection.setting == "ZGO")]
+    per_seed = [irm_zgo[irm_zgo.seed == seed].acc_best_pa
+                for seed in sorted(set(selection.seed))]
+    assert len(per_seed[0]) == 5 and zgo_pa.seeds == len(per_seed)
+    assert zgo_pa["average acc"] == pytest.approx(100 * np.mean([a.mean() for a in per_seed]), abs=0.05)
+    assert zgo_pa["worst-case acc"] == pytest.approx(100 * np.mean([a.min() for a in per_seed]), abs=0.05)
+    assert "scale: test" in (root / "figures/thesis/target-accuracy.md").read_text()
     for fig in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13"):
         assert runs[f"pa_{fig}"]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[f"pa_{fig}"]["artifacts"] for f in art["files"]}
@@ -103,20 +115,25 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
 
 
 def test_adversarial_results(ran):
-    """The tidy table covers every (model, attack, eps, AR); AR views are consistent; each attack
-    run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
+    """The tidy table covers every (model, seed, attack, eps, AR); AR views are consistent; each
+    attack run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
     from pabench.adversarial.records import load_record
 
     root, _ = ran
     table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")
     runs = {("pgd", "0.2"), ("fmn", "min"), ("apgd-ce", "0.2"), ("apgd-dlr", "0.2"), ("fab", "0.2")}
+    seeds = scale_config()["adversarial"]["zoo"]["seeds"]
     assert set(zip(table.attack, table.eps.astype(str))) == runs
-    assert set(table.model) == {"jpeg_rs"}
-    assert len(table) == len(runs) * 11
+    assert set(table.model) == {"jpeg_rs"} and sorted(table.seed.unique()) == seeds == [0, 1]
+    assert len(table) == len(runs) * 11 * len(seeds) and table.degenerate.dtype == bool
     zero = table[table.ar == 0]
     assert (zero.afr_pred == 1).all() and np.allclose(zero.afr_true, zero.clean_accuracy)
-    for (model, attack, eps), group in table.groupby(["model", "attack", "eps"]):
-        record = load_record(root / f"data/adversarial/mnist32/attacks/{model}/{attack}/{eps}.npz")
+    # Each seed is its own training run: its own weights, so its own clean predictions.
+    clean = [load_record(root / f"data/adversarial/mnist32/attacks/jpeg_rs-s{s}/pgd/0.2.npz")["clean_scores"]
+             for s in seeds]
+    assert not np.allclose(clean[0], clean[1])
+    for (model, seed, attack, eps), group in table.groupby(["model", "seed", "attack", "eps"]):
+        record = load_record(root / f"data/adversarial/mnist32/attacks/{model}-s{seed}/{attack}/{eps}.npz")
         labels = record["labels"]
         full = group[group.ar == 1].iloc[0]
         assert full.afr_true == pytest.approx((record["adv_scores"].argmax(1) == labels).mean())
@@ -124,16 +141,20 @@ def test_adversarial_results(ran):
             assert record["linf"].max() <= float(eps) + 1e-6
         assert 0 <= record["adv"].min() and record["adv"].max() <= 1
     wb = [r for r in offline_runs(root / "data/wandb") if r["job_type"] == "adv_attack"]
-    assert len(wb) == 5
-    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=jpeg_rs-attack=pgd-eps=0.2")
-    record = load_record(root / "data/adversarial/mnist32/attacks/jpeg_rs/pgd/0.2.npz")
+    assert len(wb) == 5 * len(seeds)
+    pgd = next(r for r in wb if r["name"] == "adv_attack-dataset=mnist32-adv_model=jpeg_rs-s1-attack=pgd-eps=0.2")
+    record = load_record(root / "data/adversarial/mnist32/attacks/jpeg_rs-s1/pgd/0.2.npz")
     assert pgd["metrics"]["attack_success_rate"] == pytest.approx(record["success"].mean())
+    # Figure 3 plots the mean over the seeds (their spread shaded).
     fig03 = pd.read_csv(root / "figures/pa/fig03.csv")
-    pgd_rows = table[table.attack == "pgd"].sort_values(["model", "ar"])
-    assert np.allclose(fig03.sort_values(["model", "ar"]).logpa_adam, pgd_rows.logpa_adam)
+    pgd_mean = table[table.attack == "pgd"].groupby(["model", "ar"]).logpa_adam.mean()
+    assert np.allclose(fig03.sort_values(["model", "ar"]).logpa_adam, pgd_mean.sort_index())
+    assert (fig03.n_seeds == len(seeds)).all()
+    assert (fig03.n_degenerate == table[table.attack == "pgd"].groupby(["model", "ar"]).degenerate.sum().values).all()
     models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
-    accuracy = table.groupby("model").clean_accuracy.first()
-    assert dict(zip(models.model, models["clean accuracy"])) == pytest.approx(accuracy.round(4).to_dict())
+    accuracy = table.groupby(["model", "seed"]).clean_accuracy.first()
+    assert dict(zip(zip(models.model, models.seed), models["clean accuracy"])) == pytest.approx(
+        accuracy.round(4).to_dict())
 
 
 def test_avgcase_results(ran):
@@ -146,7 +167,9 @@ def test_avgcase_results(ran):
     # The MNIST models learn even at test scale (chance is 0.1); the test-scale ResNet (400
     # images, 1 epoch) does not, so only its pipeline is checked here, not its numbers.
     assert len(models) == 4 and (models[models.dataset == "mnist"]["test accuracy"] > 0.3).all()
-    linear = pd.read_csv(root / "data/avgcase/estimates/mnist/linear-lam0.csv")
+    assert not models[models.dataset == "mnist"].degenerate.any()
+    linear = pd.read_csv(root / "data/avgcase/estimates/mnist/linear-lam0-s0.csv")
+    assert (linear.seed == 0).all() and not linear.degenerate.any()
     assert set(linear.estimator) == {"mc", "taylor", "taylor_mvs", "mmse", "mmse_mvs", "softmax",
                                      "linear"}
     assert linear.p.between(0, 1).all() and len(linear) == 7 * len(cfg["sigmas"]) * cfg["n_points"]

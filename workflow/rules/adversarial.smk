@@ -45,10 +45,11 @@ rule adv_train:
         device=config["adversarial"]["device"],
     wildcard_constraints:
         adv_model="|".join(adv.zoo(config)),
+        seed=r"\d+",
     log:
-        paths.log("adv_train", "{adv_model}"),
+        paths.log("adv_train", "{adv_model}", "s{seed}"),
     benchmark:
-        paths.benchmark("adv_train", "{adv_model}")
+        paths.benchmark("adv_train", "{adv_model}", "s{seed}")
     threads: 1
     resources:
         **resources.of(config, "adv_train"),
@@ -69,7 +70,7 @@ rule adv_attack:
         eps=lambda wc: Eps(wc.eps),
         settings=lambda wc: adv.attack_settings(config, wc.dataset)[wc.attack],
         jpeg_rs=lambda wc: adv.jpeg_rs_params(config, wc.adv_model),
-        from_zoo=lambda wc: wc.adv_model in adv.zoo(config),
+        from_zoo=lambda wc: adv.from_zoo(config, wc.adv_model),
         device=config["adversarial"]["device"],
         batch_size=config["adversarial"]["batch_size"],
         robustbench_dir=config["adversarial"]["robustbench_dir"],

@@ -13,7 +13,7 @@ rule avg_data:
     params:
         experiment="avgcase",
         dataset=lambda wc: avg.dataset_params(config, wc.dataset),
-        seed=config["avgcase"]["train"]["seed"],
+        seed=config["avgcase"]["data_seed"],
     wildcard_constraints:
         dataset="|".join(avg.datasets(config)),
     log:
@@ -37,15 +37,16 @@ rule avg_train:
         history=paths.avg_file("history"),
     params:
         experiment="avgcase",
-        train=config["avgcase"]["train"],
+        train=avg.train_params(config),
         device=config["avgcase"]["device"],
     wildcard_constraints:
         dataset="|".join(avg.datasets(config)),
         avg_model=AVG_MODEL,
+        seed=r"\d+",
     log:
-        paths.log("avg_train", "{dataset}", "{avg_model}"),
+        paths.log("avg_train", "{dataset}", "{avg_model}", "s{seed}"),
     benchmark:
-        paths.benchmark("avg_train", "{dataset}", "{avg_model}")
+        paths.benchmark("avg_train", "{dataset}", "{avg_model}", "s{seed}")
     threads: 1
     resources:
         **resources.of(config, "avg_train"),
@@ -63,6 +64,7 @@ for kind, reads in avg.EVALUATIONS.items():
             f"avg_{kind}"
         input:
             model=paths.avg_file("models"),
+            history=paths.avg_file("history"),  # its test accuracy: is the model degenerate?
             data=paths.avg_data(),
             **{name: paths.avg_file(name) for name in reads},
         output:
@@ -70,15 +72,16 @@ for kind, reads in avg.EVALUATIONS.items():
         params:
             experiment="avgcase",
             kind=kind,
-            settings=config["avgcase"],
+            settings=avg.eval_settings(config),
             pa=config["pa"]["adam"],
         wildcard_constraints:
             dataset="|".join(avg.datasets(config)),
             avg_model=AVG_MODEL,
+            seed=r"\d+",
         log:
-            paths.log(f"avg_{kind}", "{dataset}", "{avg_model}"),
+            paths.log(f"avg_{kind}", "{dataset}", "{avg_model}", "s{seed}"),
         benchmark:
-            paths.benchmark(f"avg_{kind}", "{dataset}", "{avg_model}")
+            paths.benchmark(f"avg_{kind}", "{dataset}", "{avg_model}", "s{seed}")
         threads: 1
         resources:
             **resources.of(config, f"avg_{kind}"),

@@ -10,7 +10,7 @@ rule train_dg:
         train=paths.diagvib_split("shift_factor", "train"),
         val=paths.diagvib_split("shift_factor", "val"),
     output:
-        **dg.train_outputs(config, stages=True),
+        **dg.train_outputs(config),
     params:
         experiment="dg",
         dg=lambda wc: dg.train_params(config["dg"], wc.algorithm),
@@ -30,9 +30,36 @@ rule train_dg:
         "../scripts/train_dg.py"
 
 
+# Figure 11's own runs (Appendix D): the shift-factor training data, dg.fig11's settings, the
+# checkpoints of three training stages kept.
+rule train_fig11:
+    input:
+        train=paths.diagvib_split("shift_factor", "train"),
+        val=paths.diagvib_split("shift_factor", "val"),
+    output:
+        **dg.train_outputs(config, setting=paths.FIG11, stages=True),
+    params:
+        experiment="dg",
+        dg=lambda wc: dg.fig11_params(config["dg"], wc.algorithm),
+    wildcard_constraints:
+        algorithm="[a-z]+",
+        seed=r"\d+",
+    log:
+        paths.log("train_fig11", "{algorithm}", "s{seed}"),
+    benchmark:
+        paths.benchmark("train_fig11", "{algorithm}", "s{seed}")
+    threads: dg.threads(config, workflow)
+    resources:
+        **resources.of(config, "train_fig11"),
+    conda:
+        "../../envs/pabench.yaml"
+    script:
+        "../scripts/train_dg.py"
+
+
 rule dg_scores:
     input:
-        model=dg.train_outputs(config)["last"],
+        model=dg.train_outputs(config)[config["dg"]["evaluate"]],
         test=paths.diagvib_split("shift_factor", "test"),
     output:
         scores=paths.dg_scores(),
@@ -58,12 +85,15 @@ rule dg_scores:
 rule dg_pa:
     input:
         scores=paths.dg_scores(),
+        history=dg.train_outputs(config)["history"],  # ID validation accuracy: degenerate?
     output:
         table=paths.dg_pa(),
     params:
         experiment="dg",
         ratios=config["diagvib"]["shift_ratios"],
         pa=dg.pa_settings(config),
+        n_val=dg.val_size(config, "shift_factor", "val"),
+        checkpoint=config["dg"]["evaluate"],  # the one dg_scores scored
     wildcard_constraints:
         algorithm="[a-z]+",
         seed=r"\d+",
@@ -104,12 +134,15 @@ rule train_ms:
     input:
         train=paths.diagvib_split("model_selection", "{setting}"),
         val=paths.diagvib_split("model_selection", config["dg"]["model_selection"]["validation"]),
+        also=[paths.diagvib_split("model_selection", v) for v in dg.ms_also_validate(config)],
     output:
         **dg.train_outputs(config, setting="{setting}"),
+        **dg.ms_also_checkpoints(config),
     params:
         experiment="model_selection",
         dg=lambda wc: dg.train_params(config["dg"], wc.algorithm),
         epochs=config["dg"]["model_selection"]["epochs"],
+        also=dg.ms_also_validate(config),
     wildcard_constraints:
         setting="[a-z0-9_]+",
         algorithm="[a-z]+",
@@ -131,13 +164,18 @@ rule ms_eval:
     input:
         best_acc=dg.train_outputs(config, setting="{setting}")["best_acc"],
         best_pa=dg.train_outputs(config, setting="{setting}")["best_pa"],
+        history=dg.train_outputs(config, setting="{setting}")["history"],
         test=paths.diagvib_split("model_selection", "test"),
+        **dg.ms_also_checkpoints(config),
     output:
         table=paths.ms_result(),
     params:
         experiment="model_selection",
         device=config["dg"]["device"],
         label=lambda wc: dg.ms_label(config, wc.setting),
+        validation={v: dg.ms_label(config, v) for v in
+                    [config["dg"]["model_selection"]["validation"], *dg.ms_also_validate(config)]},
+        n_val=dg.val_size(config, "model_selection", config["dg"]["model_selection"]["validation"]),
     wildcard_constraints:
         setting="[a-z0-9_]+",
         algorithm="[a-z]+",

@@ -11,7 +11,9 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     keys = ("clean_scores", "adv_scores", "linf", "success", "labels")
     records = {paths.parse_attack_record(path): load_record(path, keys) for path in smk.input.records}
     table = score_records(records, smk.params.ratios, smk.params.pa)
-    table.insert(0, "model", smk.wildcards.adv_model)
+    model, seed = paths.parse_adv_run(smk.wildcards.adv_model)
+    table.insert(0, "seed", seed)  # None (empty): a pretrained model, the same in every seed
+    table.insert(0, "model", model)
     table.insert(0, "dataset", smk.wildcards.dataset)
     write_csv(smk.output.table, table)
     run.log_table("pa", table)

@@ -15,14 +15,14 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     torch.set_num_threads(max(1, smk.threads))
     zoo = smk.params.zoo
     device = resolve_device(smk.params.device)
-    method = smk.wildcards.adv_model
+    method, seed = smk.wildcards.adv_model, int(smk.wildcards.seed)
     settings = ZooSettings(method=method, arch=zoo["arch"], epochs=zoo["epochs"],
                            batch_size=zoo["batch_size"], lr=zoo["lr"],
                            eps=parse_eps(zoo["eps"]), pgd_steps=zoo["pgd_steps"],
-                           trades_beta=zoo["trades_beta"], seed=zoo["seed"], device=str(device))
+                           trades_beta=zoo["trades_beta"], seed=seed, device=str(device))
     images, labels = datasets.load_split(smk.input.train)
-    if zoo.get("n_train"):
-        images, labels = datasets.subset(images, labels, zoo["n_train"], zoo["seed"])
+    if zoo.get("n_train"):  # the seed draws the training subset too: a seed is a whole new run
+        images, labels = datasets.subset(images, labels, zoo["n_train"], seed)
     num_classes = int(labels.max()) + 1
     net, history = train_zoo(settings, images, labels, num_classes, tracker=run)
     model = JpegReverseSigmoid(net, **smk.params.jpeg_rs) if method == "jpeg_rs" else net
@@ -30,6 +30,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     clean = float((scores(model, test_x, device).argmax(1) == test_y).mean())
     save_zoo_model(net, smk.output.model, settings.arch, method, num_classes, images.shape[-1],
                    extra={"clean_accuracy": clean, "eps": settings.eps})
-    history = pd.DataFrame(history).assign(clean_accuracy=clean, method=method, arch=settings.arch)
+    history = pd.DataFrame(history).assign(clean_accuracy=clean, method=method, arch=settings.arch,
+                                           seed=seed)
     write_csv(smk.output.history, history)
     run.log({"clean_accuracy": clean})

@@ -1,19 +1,33 @@
-"""Rule ms_eval: test accuracy of the accuracy-selected and PA-selected checkpoints."""
+"""Rule ms_eval: test accuracy of the accuracy-selected and PA-selected checkpoints, for the main
+validation split and each other one (column `validation`)."""
+import pandas as pd
+
 from pabench.experiments.dg import compute as dg
 from pabench.datasets.splits import load_split
-from pabench.core.io import write_csv
+from pabench.core.io import read_table, write_csv
+from pabench.reporting import degenerate
 from pabench.training.loop import load_checkpoint, resolve_device
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     device = resolve_device(smk.params.device)
-    models = {name: load_checkpoint(getattr(smk.input, name), device) for name in ("best_acc", "best_pa")}
-    table = dg.selected_accuracy(models, load_split(smk.input.test), device)
+    test = load_split(smk.input.test)
+    tables = []
+    for k, (split, label) in enumerate(smk.params.validation.items()):  # the first: the main one
+        suffix = "" if k == 0 else f"-{split}"
+        models = {name: load_checkpoint(getattr(smk.input, name + suffix), device) for name in ("best_acc", "best_pa")}
+        tables.append(dg.selected_accuracy(models, test, device).assign(validation=label))
+    table = pd.concat(tables, ignore_index=True)
     table.insert(0, "setting", smk.params.label)
     table.insert(1, "algorithm", smk.wildcards.algorithm)
     table.insert(2, "seed", int(smk.wildcards.seed))
+    # Even the best epoch near chance on the ID validation data: the run learned nothing.
+    val_acc = float(read_table(smk.input.history).val_acc.max())
+    classes = len(models["best_acc"][1]["classes"])
+    table = table.assign(val_acc=val_acc,
+                         **{degenerate.COLUMN: degenerate.near_chance(val_acc, smk.params.n_val, classes)})
     write_csv(smk.output.table, table)
-    run.log({f"{env}/{col}": v for env, row in zip(table.env, table.to_dict("records"))
+    run.log({f"{row['validation']}/{row['env']}/{col}": v for row in table.to_dict("records")
              for col, v in row.items() if col.startswith("acc_")})
     run.log_table("selection", table)

@@ -1,4 +1,5 @@
-"""Rules train_dg and train_ms: train one algorithm on a training split, validating every epoch."""
+"""Rules train_dg, train_fig11 and train_ms: train one algorithm on a training split, validating
+every epoch."""
 import torch
 
 from pabench.experiments.dg import compute as dg
@@ -11,9 +12,10 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     torch.set_num_threads(max(1, smk.threads))
     settings = dg.settings(smk.params.dg, smk.wildcards.algorithm, int(smk.wildcards.seed),
-                           epochs=smk.params.get("epochs"), stages=smk.rule == "train_dg")
+                           epochs=smk.params.get("epochs"), stages=smk.rule == "train_fig11")
     out_dir = smk.output.last.rsplit("/", 1)[0]
+    also = dict(zip(smk.params.get("also") or [], [load_split(p) for p in smk.input.get("also", [])]))
     history = train(settings, load_split(smk.input.train), load_split(smk.input.val), out_dir,
-                    tracker=run, progress=True)
+                    tracker=run, progress=True, also_validate=also)
     write_csv(smk.output.history, history)
     run.log_table("history", history)

@@ -76,11 +76,13 @@ class TrainRun:
 
 @dataclass(frozen=True)
 class AttackRun:
-    """One attack run: a model of a dataset attacked with one attack at one eps."""
+    """One attack run: a model of a dataset attacked with one attack at one eps; seed: the
+    training seed of a self-trained (zoo) model, None for a pretrained one."""
     dataset: str
     model: str
     attack: str
     eps: Eps
+    seed: int | None = None
 
 
 def _tag(value) -> str:
@@ -144,11 +146,20 @@ DG_PA_TABLE = "data/results/dg/pa.csv"
 MS_TABLE = "data/results/model_selection.csv"
 
 
+FIG11 = "fig11"  # the setting of Figure 11's own training runs (Appendix D)
+
+
 def model_dir(run: TrainRun | None = None, algorithm="{algorithm}", seed="{seed}", setting=None) -> str:
-    """The checkpoints of a training run (shift-factor study, or model selection with a setting)."""
+    """The checkpoints of a training run: shift-factor study (setting None), Figure 11's runs
+    (setting FIG11) or model selection (a co-occurrence setting)."""
     if run is not None:
         algorithm, seed, setting = run.algorithm, run.seed, run.setting
-    study, prefix = ("shift_factor", "") if setting is None else ("model_selection", f"{setting}/")
+    if setting is None:
+        study, prefix = "shift_factor", ""
+    elif setting == FIG11:
+        study, prefix = FIG11, ""
+    else:
+        study, prefix = "model_selection", f"{setting}/"
     return _MODEL_DIR.format(study=study, prefix=prefix, algorithm=algorithm, seed=seed)
 
 
@@ -157,13 +168,13 @@ def checkpoint(run: TrainRun, which: str) -> str:
     return f"{model_dir(run)}/{which}.pt"
 
 
-_STAGE = "data/models/shift_factor/{algorithm}-s{seed}/{which}.pt"
+_STAGE = f"data/models/{FIG11}/{{algorithm}}-s{{seed}}/{{which}}.pt"
 
 
 def parse_checkpoint(path) -> tuple[TrainRun, str]:
-    """The run and the checkpoint name (best_acc, epoch3, ...) of a shift-factor-study checkpoint."""
+    """The run and the checkpoint name (epoch3, last, ...) of a Figure 11 checkpoint."""
     f = _parse(_STAGE, path)
-    return TrainRun(f["algorithm"], int(f["seed"])), f["which"]
+    return TrainRun(f["algorithm"], int(f["seed"]), FIG11), f["which"]
 
 
 def dg_scores(algorithm="{algorithm}", seed="{seed}") -> str:
@@ -188,38 +199,53 @@ _ATTACK_RECORD = "data/adversarial/{dataset}/attacks/{model}/{attack}/{eps}.npz"
 _ZOO_MODEL = "data/adversarial/{dataset}/models/{model}.pt"
 
 
+def adv_run(model: str, seed=None) -> str:
+    """The name a model's attack and score files go by: a zoo model's carries its training seed
+    ("madry-s1"), a pretrained (RobustBench) model's is its id."""
+    return model if seed is None else f"{model}-s{seed}"
+
+
+def parse_adv_run(name: str) -> tuple[str, int | None]:
+    """(model, seed) of adv_run's name (seed None: a pretrained model)."""
+    match = re.fullmatch(r"(.+)-s(\d+)", name)
+    return (match[1], int(match[2])) if match else (name, None)
+
+
 def adv_split(dataset="{dataset}", split="{split}") -> str:
     return f"data/adversarial/{dataset}/{split}.npz"
 
 
-def zoo_model(dataset, model="{adv_model}") -> str:
-    return _ZOO_MODEL.format(dataset=dataset, model=model)
+def zoo_model(dataset, model="{adv_model}", seed="{seed}") -> str:
+    return _ZOO_MODEL.format(dataset=dataset, model=adv_run(model, seed))
 
 
-def zoo_history(dataset, model="{adv_model}") -> str:
-    return _ZOO_MODEL.format(dataset=dataset, model=model)[:-len(".pt")] + ".csv"
+def zoo_history(dataset, model="{adv_model}", seed="{seed}") -> str:
+    return zoo_model(dataset, model, seed)[:-len(".pt")] + ".csv"
 
 
-def parse_zoo_history(path) -> str:
-    """The model name of a zoo training history."""
-    return _parse(_ZOO_MODEL[:-len(".pt")] + ".csv", path)["model"]
+def parse_zoo_history(path) -> tuple[str, int]:
+    """(model, seed) of a zoo training history."""
+    return parse_adv_run(_parse(_ZOO_MODEL[:-len(".pt")] + ".csv", path)["model"])
 
 
 def attack_record(dataset="{dataset}", model="{adv_model}", attack="{attack}", eps="{eps}") -> str:
+    """model: the run's name (adv_run)."""
     return _ATTACK_RECORD.format(dataset=dataset, model=model, attack=attack, eps=_tag(eps))
 
 
 def record_of(run: AttackRun) -> str:
-    return attack_record(run.dataset, run.model, run.attack, run.eps)
+    return attack_record(run.dataset, adv_run(run.model, run.seed), run.attack, run.eps)
 
 
 def parse_attack_record(path) -> AttackRun:
     f = _parse(_ATTACK_RECORD, path)
-    return AttackRun(f["dataset"], f["model"], f["attack"], Eps(f["eps"]))
+    model, seed = parse_adv_run(f["model"])
+    return AttackRun(f["dataset"], model, f["attack"], Eps(f["eps"]), seed)
 
 
 def adv_scores(dataset="{dataset}", model="{adv_model}", attack="{attack}") -> str:
-    """PA / AFR of one model under one attack, every eps and AR (rule adv_score)."""
+    """PA / AFR of one model run (adv_run's name) under one attack, every eps and AR (rule
+    adv_score)."""
     return f"data/results/adversarial/{dataset}/{model}/{attack}.csv"
 
 
@@ -230,8 +256,8 @@ def adv_table(dataset="{dataset}") -> str:
 
 # ------------------------------------------------------------------ average-case robustness
 # A model is named "<arch>-lam<lambda>" (e.g. "cnn-lam0", "resnet18-lam0.01"): its architecture
-# and gradient-norm weight; every file of a model is keyed by (dataset, model).
-_AVG = "data/avgcase/{kind}/{dataset}/{model}{ext}"
+# and gradient-norm weight; every file of a model is keyed by (dataset, model, training seed).
+_AVG = "data/avgcase/{kind}/{dataset}/{model}-s{seed}{ext}"
 
 
 @dataclass(frozen=True)
@@ -239,6 +265,7 @@ class AvgModel:
     dataset: str
     arch: str
     lam: float
+    seed: int = 0
 
     @property
     def name(self) -> str:
@@ -249,11 +276,11 @@ def avg_model_name(arch: str, lam) -> str:
     return AvgModel("", arch, float(lam)).name
 
 
-def parse_avg_model(dataset: str, name: str) -> AvgModel:
+def parse_avg_model(dataset: str, name: str, seed=0) -> AvgModel:
     arch, sep, lam = str(name).rpartition("-lam")
     if not sep or not arch:
         raise ValueError(f"{name!r} is not a model name of the form <arch>-lam<lambda>")
-    return AvgModel(dataset, arch, float(lam))
+    return AvgModel(dataset, arch, float(lam), int(seed))
 
 
 def avg_data(dataset="{dataset}") -> str:
@@ -261,18 +288,18 @@ def avg_data(dataset="{dataset}") -> str:
     return f"data/avgcase/data/{dataset}.npz"
 
 
-def avg_file(kind: str, dataset="{dataset}", model="{avg_model}") -> str:
+def avg_file(kind: str, dataset="{dataset}", model="{avg_model}", seed="{seed}") -> str:
     """One model's file of the given kind: "models" (.pt weights), "history" (training, .csv),
     "estimates", "noise_pa", "convergence", "case_study", "runtime" (.csv)."""
     ext = ".pt" if kind == "models" else ".csv"
-    return _AVG.format(kind=kind, dataset=dataset, model=model, ext=ext)
+    return _AVG.format(kind=kind, dataset=dataset, model=model, seed=seed, ext=ext)
 
 
 def parse_avg_file(path) -> tuple[str, AvgModel]:
     """(kind, model) of a file built by avg_file."""
     stem = str(path).rsplit(".", 1)[0]  # the extension, not a dot inside lambda
-    fields = _parse("data/avgcase/{kind}/{dataset}/{model}", stem)
-    return fields["kind"], parse_avg_model(fields["dataset"], fields["model"])
+    fields = _parse(_AVG.replace("{ext}", ""), stem)
+    return fields["kind"], parse_avg_model(fields["dataset"], fields["model"], fields["seed"])
 
 
 def avg_table(kind: str) -> str:

@@ -29,8 +29,9 @@ def _avg(config: dict) -> dict:
 _split, _models, _main, _family = plan.split, plan.models, plan.main, plan.family
 
 
-def _estimates(refs) -> list[str]:
-    return plan.files("estimates", refs)
+def _estimates(config: dict, refs, first_seed: bool = False) -> list[str]:
+    """The estimate files of the models at every training seed (or the first only)."""
+    return plan.files("estimates", refs, plan.seeds(config)[:1] if first_seed else plan.seeds(config))
 
 
 def _describe(*refs: str) -> str:
@@ -50,7 +51,7 @@ def _meta(config: dict, refs, **extra) -> dict:
     """What every estimate-based caption states: the models, the sigma grid, the sample sizes."""
     a = _avg(config)
     mc = a["mc"]
-    return {"data": _describe(*refs), "sigmas": a["sigmas"],
+    return {"data": _describe(*refs), "seeds": plan.seeds(config), "sigmas": a["sigmas"],
             "points per model": a["n_points"],
             "MC copies": f"{mc['n']}" + (f" (adaptive, confidence {mc['confidence']})"
                                          if mc["adaptive"] else ""),
@@ -66,86 +67,95 @@ ENTRIES = (
     Entry(P, "fig2a", f"{FIGURES}:fig2a", "avgcase",
           "Figure 2a: absolute (left) and relative (right) error against MC of each estimator "
           "(MMSE, Taylor, their mv-sigmoid variants, softmax), mean over the test points, against "
-          "sigma, for the main model",
-          inputs=lambda c: {"estimates": _estimates([_main(c)])},
+          "sigma, for the main model (mean over the training seeds)",
+          inputs=lambda c: {"estimates": _estimates(c, [_main(c)])},
           meta=lambda c: _meta(c, [_main(c)]),
           claims=("avg-mmse-most-accurate", "avg-softmax-least-accurate", "avg-error-grows-with-sigma")),
     Entry(P, "fig2b", f"{FIGURES}:fig2b", "avgcase",
           "Figure 2b: MMSE's absolute error against MC (mean over points) against sigma, one line "
           "per gradient-norm weight lambda of the main model's architecture (larger lambda = "
-          "smoother model; our lambda grid, the paper's is not in our copy)",
-          inputs=lambda c: {"estimates": _estimates(_family(c))},
+          "smoother model; our lambda grid, the paper's is not in our copy; mean over the "
+          "training seeds)",
+          inputs=lambda c: {"estimates": _estimates(c, _family(c))},
           meta=lambda c: _meta(c, _family(c)),
           claims=("avg-robust-training-lower-error",)),
     Entry(P, "fig3", f"{FIGURES}:fig3", "avgcase",
           "Figure 3: per class (true label), the test images of the main model with the highest "
           "and lowest p_mmse beside those with the highest and lowest softmax, the value under "
-          "each image",
-          inputs=lambda c: {"estimates": _estimates([_main(c)]),
+          "each image (the first training seed)",
+          inputs=lambda c: {"estimates": _estimates(c, [_main(c)], first_seed=True),
                             "data": paths.avg_data(_split(_main(c))[0])},
           args=lambda c: {"sigma": _avg(c)["case_study"]["sigma"]},
-          meta=lambda c: _meta(c, [_main(c)], sigma=_avg(c)["case_study"]["sigma"])),
+          meta=lambda c: {**_meta(c, [_main(c)], sigma=_avg(c)["case_study"]["sigma"]),
+                          "seeds": plan.seeds(c)[:1]}),
     Entry(P, "fig4", f"{FIGURES}:fig4", "avgcase",
           "Figure 4: per-class distributions (box plots: quartiles, whiskers 1.5 IQR) of p_robust "
-          "by MC and by MMSE at every sigma, one row per model: robustness bias between classes",
-          inputs=lambda c: {"estimates": _estimates(_avg(c)["class_bias"])},
+          "by MC and by MMSE at every sigma, one row per model: robustness bias between classes "
+          "(the points of every training seed)",
+          inputs=lambda c: {"estimates": _estimates(c, _avg(c)["class_bias"])},
           meta=lambda c: _meta(c, _avg(c)["class_bias"]),
           enabled=lambda c: bool(_avg(c)["class_bias"]),
           claims=("avg-class-bias",)),
     Entry(P, "fig10", f"{FIGURES}:fig10", "avgcase",
           "Figure 10 (appendix): mv-sigmoid(z) against mvn-cdf(z) of the same Taylor inputs z, "
-          "one dot per test point of the main model, with the diagonal; Pearson r and mean "
-          "absolute difference in the title",
-          inputs=lambda c: {"estimates": _estimates([_main(c)])},
+          "one dot per test point of the main model and training seed, with the diagonal; Pearson "
+          "r and mean absolute difference in the title",
+          inputs=lambda c: {"estimates": _estimates(c, [_main(c)])},
           args=lambda c: {"sigma": _avg(c)["mvs_sigma"]},
           meta=lambda c: _meta(c, [_main(c)], sigma=_avg(c)["mvs_sigma"]),
           claims=("avg-mvs-tracks-mvn-cdf",)),
     Entry(P, "convergence", f"{FIGURES}:convergence", "avgcase",
           "Convergence (appendix): mean absolute difference between each sampling estimator with "
           "n noisy copies (MC, MMSE, the noise-averaged softmax) and MC at the reference n, "
-          "against n (log-log)",
+          "against n (log-log; the first training seed)",
           inputs=_table("convergence"),
-          meta=lambda c: {"data": _describe(_main(c)), **_avg(c)["convergence"]}),
+          meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1],
+                          **_avg(c)["convergence"]}),
     Entry(P, "noise_pa", f"{FIGURES}:noise_pa", "avgcase",
           "PA under Gaussian noise (new, not in the paper): log PA (exact solver) between the clean "
           "and noisy logits of the same test points and the mean p_robust (MC) against sigma, per "
           "model; right, log PA against mean p_robust over every model and sigma with Spearman's "
-          "rank correlation",
+          "rank correlation (the first training seed of every model)",
           inputs=_table("noise_pa"),
-          meta=lambda c: _meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"],
-                               seed=_avg(c)["noise_pa"]["seed"])),
+          meta=lambda c: {**_meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"],
+                                  noise_seed=_avg(c)["noise_pa"]["seed"]), "seeds": plan.seeds(c)[:1]}),
     Entry(P, "table1", f"{TABLES}:table1", "avgcase",
           "Table 1: runtime of MC, Taylor and MMSE on the same points: measured seconds, per point, "
           "extrapolated to the paper's 50 points, speed-up over MC per point, beside the paper's "
-          "CPU and V100 times (CIFAR-10 ResNet-18, 50 points, sigma = 0.1)", kind="table",
+          "CPU and V100 times (CIFAR-10 ResNet-18, 50 points, sigma = 0.1; the first training "
+          "seed)", kind="table",
           inputs=_table("runtime"),
-          meta=lambda c: {"data": _describe(_main(c)), **_avg(c)["runtime"]},
+          meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1], **_avg(c)["runtime"]},
           claims=("avg-analytical-faster",)),
     Entry(P, "case_study", f"{TABLES}:case_study", "avgcase",
           "Case study (Section 4.3): test and train accuracy of a simple CNN trained to tell apart "
           "the images with the highest and lowest p_mmse (and, separately, softmax), beside the "
-          "paper's CIFAR-10 accuracy", kind="table",
+          "paper's CIFAR-10 accuracy, per training seed of the model", kind="table",
           inputs=_table("case_study"),
-          meta=lambda c: {"data": _describe(_avg(c)["case_study"]["model"]),
+          meta=lambda c: {"data": _describe(_avg(c)["case_study"]["model"]), "seeds": plan.seeds(c),
                           **{k: v for k, v in _avg(c)["case_study"].items() if k != "model"}},
           claims=("avg-case-study-mmse-beats-softmax",)),
     Entry(P, "models", f"{TABLES}:models", "avgcase",
           "Models: every model's final epoch of training with gradient-norm regularisation "
-          "(lambda): loss, train and test accuracy, and the RMS input-gradient norm of the loss "
-          "over the final epoch's training batches", kind="table",
+          "(lambda) and training seed: loss, train and test accuracy, and the RMS input-gradient "
+          "norm of the loss over the final epoch's training batches; `degenerate`: test accuracy "
+          "near chance (not evidence)", kind="table",
           inputs=_table("history"),
           meta=lambda c: {"data": _describe(*_models(c)),
                           "images": _avg(c)["datasets"], **_avg(c)["train"]}),
     Entry(P, "noise_pa_correlation", f"{TABLES}:noise_pa_correlation", "avgcase",
           "Rank correlation (Spearman, Kendall, with p-values) of log PA (exact, adam) and AFR_P "
-          "with the mean p_robust (MC) over every (model, sigma) of the noise PA experiment (new)",
+          "with the mean p_robust (MC) over every (model, sigma) of the noise PA experiment (new; "
+          "the first training seed)",
           kind="table", inputs=_table("noise_pa"),
-          meta=lambda c: _meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"])),
+          meta=lambda c: {**_meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"]),
+                          "seeds": plan.seeds(c)[:1]}),
     Entry(P, "errors", f"{TABLES}:errors", "avgcase",
           "Errors of every estimator against MC per model and sigma: mean absolute error, mean "
-          "relative error (over points with p_MC > 0), the points each is taken over; `main` marks "
-          "the main model. For linear models `linear` is the exact closed form", kind="table",
-          inputs=lambda c: {"estimates": _estimates(_models(c))},
+          "relative error (over points with p_MC > 0), the points each is taken over, per training "
+          "seed; `main` marks the main model, `degenerate` a model near chance (not evidence). For "
+          "linear models `linear` is the exact closed form", kind="table",
+          inputs=lambda c: {"estimates": _estimates(c, _models(c))},
           args=lambda c: {"main": _main(c)},
           meta=lambda c: _meta(c, _models(c)),
           claims=("avg-linear-exact",)),

@@ -1,4 +1,6 @@
-"""The PA robustness paper (TMLR; arXiv v1 shares its figures): every figure and table, once."""
+"""The PA robustness paper (TMLR): every figure and table, once.  Its arXiv v1 is the overlay
+workflow/config/arxiv-v1.yaml: the same registry with fewer attacks and another eps grid, so the
+AutoAttack figures (14-18) are not enabled."""
 from __future__ import annotations
 
 from pabench.core import paths
@@ -26,7 +28,10 @@ def _diagvib_data(config: dict) -> str:
 
 def _dg_meta(config: dict, study: str = "shift-factor", **extra) -> dict:
     d = config["dg"]
-    return {"data": dg.data_label(config, study), "backbone": d["backbone"], **extra}
+    checkpoint = {"last": "last epoch", "best_acc": "epoch of best ID validation accuracy"}[d["evaluate"]]
+    return {"data": dg.data_label(config, study), "backbone": d["backbone"],
+            "model": f"{checkpoint}; BatchNorm recalibrated each epoch" if d.get("recalibrate_bn")
+            else checkpoint, **extra}
 
 
 # ------------------------------------------------------------------ adversarial figures
@@ -34,7 +39,9 @@ def _ar_figure(name: str, attack: str, caption: str, dataset=None, main_ar_max=N
     """PA and AFR_T against AR, one row per eps (Figures 3, 5, 14-18)."""
     ds = dataset or adv.main_dataset
     return Entry(
-        P, name, f"{ADV_FIGURES}:ar_figure", "adversarial", caption,
+        P, name, f"{ADV_FIGURES}:ar_figure", "adversarial",
+        caption + "; each line is the mean over the zoo's training seeds, shaded +- their standard "
+        "deviation (a pretrained model runs once)",
         inputs=lambda c: {"tables": adv.score_tables(c, ds(c), [attack])},
         args=lambda c: {"attack": attack, "models": adv.models(c, ds(c)), "main_ar_max": main_ar_max},
         meta=lambda c: adv.figure_meta(c, [attack], ds(c)),
@@ -65,15 +72,16 @@ def _confidence_figure(name: str, caption: str) -> Entry:
 
     def inputs(c):
         ds = adv.main_dataset(c)
-        records = sorted({paths.attack_record(ds, m, a, e) for a, e, _ in _confidence_panels(c, name)
-                          for m in _confidence_models(c, name)})
-        return {"records": records, "tables": adv.score_tables(c, ds, attacks(c))}
+        records = sorted({paths.attack_record(ds, adv.first_run(c, m), a, e)
+                          for a, e, _ in _confidence_panels(c, name) for m in _confidence_models(c, name)})
+        return {"records": records, "tables": adv.score_tables(c, ds, attacks(c), first_seed=True)}
 
     return Entry(
-        P, name, f"{ADV_FIGURES}:confidence_figure", "adversarial", caption, inputs=inputs,
+        P, name, f"{ADV_FIGURES}:confidence_figure", "adversarial",
+        caption + " (the zoo's first training seed)", inputs=inputs,
         args=lambda c: {"panels": _confidence_panels(c, name), "models": _confidence_models(c, name)},
-        meta=lambda c: adv.figure_meta(c, attacks(c), adv.main_dataset(c)),
-        enabled=lambda c: all(a in c["adversarial"]["attacks"] for a in attacks(c)),
+        meta=lambda c: adv.figure_meta(c, attacks(c), adv.main_dataset(c), first_seed=True),
+        enabled=lambda c: all(a in adv.attack_settings(c, adv.main_dataset(c)) for a in attacks(c)),
         claims=_CONFIDENCE_CLAIMS.get(name, ()))
 
 
@@ -153,12 +161,13 @@ ENTRIES = (
     Entry(P, "fig11", "pabench.experiments.dg.figures:fig11", "dg",
           "Figure 11: first principal component (scaled to [-1, 1]) of the penultimate features "
           "of 128 paired validation samples in env0 (red) and env1 (blue), coloured by class, for "
-          "ERM and IRM at the first, middle and last epoch (the runs of Figure 7; Appendix D "
-          "trained separate ResNet18 runs for 50 epochs at lr 1e-2)",
+          "ERM and IRM at the first, middle and last epoch of their own runs (Appendix D: "
+          "ResNet-18, Adam lr 1e-2, 50 epochs), trained on the shift-factor study's env0/env1",
           inputs=lambda c: {"stages": dg.stage_checkpoints(c), "val": _sf_split("val")},
           args=lambda c: {"algorithms": dg.pca_algorithms(c), "samples": 128,
                           "device": c["dg"]["device"]},
-          meta=lambda c: _dg_meta(c, seeds=c["dg"]["seeds"][:1])),
+          meta=lambda c: {**_dg_meta(c, seeds=c["dg"]["seeds"][:1]), "backbone": c["dg"]["fig11"]["backbone"],
+                          "model": "first, middle and last epoch", "training": f"Adam lr {c['dg']['fig11']['lr']:g}, {c['dg']['fig11']['epochs']} epochs"}),
     Entry(P, "fig12", "pabench.experiments.diagvib.figures:fig12", "diagvib",
           "Figure 12: co-occurrence of the learning factor (hue) and the predicted factor (digit) "
           "in the training sources of each setting (x = the pair occurs), drawn from the config. "
@@ -186,11 +195,26 @@ ENTRIES = (
           "accuracy-selected (with its std over seeds)", kind="table",
           inputs=lambda c: {"results": paths.MS_TABLE},
           args=lambda c: {"settings": [dg.ms_label(c, s) for s in dg.ms_settings(c)],
-                          "tests": dg.ms_study(c)["splits"]["test"]["envs"]},
+                          "tests": dg.ms_study(c)["splits"]["test"]["envs"],
+                          "validation": dg.ms_label(c, c["dg"]["model_selection"]["validation"])},
           meta=lambda c: _dg_meta(c, "model-selection", epochs=c["dg"]["model_selection"]["epochs"],
                                   validation=c["dg"]["model_selection"]["validation"],
                                   solver="exact", seeds=c["dg"]["seeds"]),
           claims=("ms-pa-selects-better", "ms-partial-go-gain", "ms-irm-benefits-more")),
+    Entry(P, "selection-splits", "pabench.experiments.dg.tables:selection_by_validation",
+          "model_selection",
+          "Model selection on each validation split of Table 3 (Appendix E: SD, ID, 1F-MD, 5F-MD, "
+          "OOD): test accuracy (%) averaged over Test 1..5 of the epoch selected by validation "
+          "accuracy and of the one selected by PA, and PA-selected minus accuracy-selected (mean "
+          "and std over seeds); the same training runs as Table 1, each validated on every split",
+          kind="table", enabled=lambda c: bool(dg.ms_also_validate(c)),
+          inputs=lambda c: {"results": paths.MS_TABLE},
+          args=lambda c: {"settings": [dg.ms_label(c, s) for s in dg.ms_settings(c)],
+                          "tests": dg.ms_study(c)["splits"]["test"]["envs"],
+                          "validations": [dg.ms_label(c, v) for v in
+                                          [c["dg"]["model_selection"]["validation"], *dg.ms_also_validate(c)]]},
+          meta=lambda c: _dg_meta(c, "model-selection", epochs=c["dg"]["model_selection"]["epochs"],
+                                  solver="exact", seeds=c["dg"]["seeds"])),
     Entry(P, "table2", "pabench.experiments.diagvib.figures:table2", "diagvib",
           "Table 2: factors of the shift-factor environments (cumulative shifts; CC = "
           "center-center, LC = lower-center) and the average structural similarity (ASS) of each "

@@ -91,6 +91,7 @@ class Paper:
     extra_targets: Callable[[dict], list] = field(default=lambda config: [])  # datasets etc.
     claim_modules: tuple[str, ...] = ()       # modules whose @claim checks belong to this paper
     claim_tables: Callable[[dict], dict] = _nothing  # config -> {table name the claims use: path}
+    no_claims: str = ""  # why the paper has no checkable claims (a draft without results)
 
     def __post_init__(self):
         names = [e.name for e in self.entries]

@@ -46,8 +46,12 @@ def adversarial(config: dict) -> list[str]:
     for name in adv["figures"]["examples"]:
         if name not in models:
             errors.append(f"adversarial.figures.examples: {name!r} is not among the models {models}")
+    for name in adv["use_attacks"]:
+        if name not in adv["attacks"]:
+            errors.append(f"adversarial.use_attacks: {name!r} has no settings in adversarial.attacks "
+                          f"({', '.join(adv['attacks'])})")
     conf = adv["figures"]["confidence_eps"]
-    if "pgd" in adv["attacks"] and str(conf) not in [str(e) for e in adv["eps"]]:
+    if "pgd" in adv["use_attacks"] and str(conf) not in [str(e) for e in adv["eps"]]:
         errors.append(f"adversarial.figures.confidence_eps: {conf!r} is not in adversarial.eps {adv['eps']}")
     sizes = [n for n in (TRAIN_SIZE.get(adv["dataset"]), adv["zoo"].get("n_train")) if n]
     size = min(sizes) if sizes else None

@@ -10,6 +10,7 @@ from pabench.adversarial.records import confidence_groups, load_record
 from pabench.core import paths
 from pabench.core.io import read_table
 from pabench.core.paths import Eps
+from pabench.reporting import degenerate
 from pabench.reporting.plotting import plt, save_figure
 
 AR_METRICS = (("logpa_adam", "log PA (adam)"), ("afr_true", "AFR_T"))
@@ -20,14 +21,30 @@ def score_table(paths_) -> pd.DataFrame:
     return pd.concat([read_table(p) for p in paths_], ignore_index=True)
 
 
+def _over_seeds(data: pd.DataFrame) -> pd.DataFrame:
+    """Per model, attack, eps and AR: the mean over the zoo's seeds (a pretrained model has one
+    row), the standard deviation of the plotted metrics, the seeds and how many are degenerate."""
+    keys = ["model", "attack", "eps", "eps_value", "ar"]
+    values = ["logpa_adam", "logpa_exact", "beta_adam", "afr_true", "afr_pred", "max_linf"]
+    g = data.assign(seed=data.seed.fillna(-1)).groupby(keys, dropna=False, sort=False)
+    out = g[values].mean()
+    for metric, _ in AR_METRICS:
+        out[f"{metric}_std"] = g[metric].std(ddof=0)
+    out["n_seeds"] = g.seed.nunique()
+    out["n_degenerate"] = g[degenerate.COLUMN].sum().astype(int)
+    return out.reset_index()
+
+
 def ar_figure(inputs: dict, outputs, meta: dict, attack: str, models,
               main_ar_max: float | None = None) -> pd.DataFrame:
-    """One row per eps: log PA (adam; exact dashed) and AFR_T against AR, a line per model.
-    With main_ar_max (FMN), the main panels stop at that AR and an extra row shows all ARs."""
+    """One row per eps: log PA (adam; exact dashed) and AFR_T against AR, a line per model (the
+    mean over the zoo's seeds, shaded +- their standard deviation).  With main_ar_max (FMN), the
+    main panels stop at that AR and an extra row shows all ARs."""
     table = score_table(inputs["tables"])
-    data = table[(table.attack == attack) & table.model.isin(models)].copy()
-    if data.empty:
+    runs = table[(table.attack == attack) & table.model.isin(models)]
+    if runs.empty:
         raise ValueError(f"no results for attack {attack!r} and models {list(models)}")
+    data = _over_seeds(runs)
     eps_tags = list(dict.fromkeys(data.sort_values("eps_value", na_position="last").eps))
     rows = [(e, main_ar_max) for e in eps_tags]
     if main_ar_max is not None:
@@ -42,6 +59,8 @@ def ar_figure(inputs: dict, outputs, meta: dict, attack: str, models,
             for k, model in enumerate(models):
                 m = d[d.model == model].sort_values("ar")
                 line, = ax.plot(m.ar, m[metric], marker="o", ms=3, label=model)
+                ax.fill_between(m.ar, m[metric] - m[f"{metric}_std"], m[metric] + m[f"{metric}_std"],
+                                color=line.get_color(), alpha=0.2, lw=0)
                 if metric == "logpa_adam":
                     ax.plot(m.ar, m.logpa_exact, ls="--", lw=0.8, color=line.get_color())
             ax.set_ylabel(label)
@@ -53,10 +72,9 @@ def ar_figure(inputs: dict, outputs, meta: dict, attack: str, models,
     axes[0, 0].text(0.99, 0.98, "dashed: exact solver", transform=axes[0, 0].transAxes,
                     fontsize=6, ha="right", va="top", color="0.3")
     fig.tight_layout()
-    columns = ["model", "attack", "eps", "eps_value", "ar", "logpa_adam", "logpa_exact",
-               "beta_adam", "afr_true", "afr_pred", "max_linf"]
-    out = data[columns].sort_values(["eps_value", "model", "ar"], na_position="last")
-    save_figure(fig, *outputs, out.reset_index(drop=True), meta.pop("caption"), meta)
+    out = data.sort_values(["eps_value", "model", "ar"], na_position="last").reset_index(drop=True)
+    meta = degenerate.annotate(meta, runs, ["model", "seed"])
+    save_figure(fig, *outputs, out, meta.pop("caption"), meta)
     return out
 
 
@@ -71,7 +89,8 @@ def confidence_figure(inputs: dict, outputs, meta: dict, panels, models) -> pd.D
     """Per panel (attack, eps, AR): for every model, the distribution of the predictive
     confidence of samples predicted correctly before the attack (plain) and of the successfully
     attacked ones (hatched), mean +- standard error; below, the final adam beta per model.
-    panels: [(attack, Eps, AR)]; inputs: the attack records and the adv_score tables."""
+    panels: [(attack, Eps, AR)]; inputs: the attack records and the adv_score tables of one
+    run per model (the zoo's first seed)."""
     records = {}
     for path in inputs["records"]:
         run = paths.parse_attack_record(path)
@@ -123,5 +142,6 @@ def confidence_figure(inputs: dict, outputs, meta: dict, panels, models) -> pd.D
                      "group": "beta_adam", "mean_confidence": np.nan, "beta_adam": b})
     fig.tight_layout()
     data = pd.DataFrame(rows)
+    meta = degenerate.annotate(meta, table[table.model.isin(models)], ["model", "seed"])
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data

@@ -21,6 +21,18 @@ def zoo(config: dict) -> list[str]:
     return list(config["adversarial"]["zoo"]["models"])
 
 
+def seeds(config: dict) -> list[int]:
+    """The training seeds of the zoo: every zoo model is trained (and attacked) once per seed."""
+    return list(config["adversarial"]["zoo"]["seeds"])
+
+
+def instances(config: dict, dataset: str) -> list[tuple[str, int | None]]:
+    """(model, seed) of every model of a dataset: a zoo model once per seed, a pretrained
+    (RobustBench) model once, with seed None."""
+    return [(m, s) for m in models(config, dataset)
+            for s in (seeds(config) if m in zoo(config) else [None])]
+
+
 def imagenet_on(config: dict) -> bool:
     return bool(config["adversarial"]["imagenet"].get("folder"))
 
@@ -37,8 +49,12 @@ def models(config: dict, dataset: str) -> list[str]:
 
 
 def attack_settings(config: dict, dataset: str) -> dict:
+    """The settings of the attacks that run on a dataset, by name: ImageNet's own, or those of
+    `attacks` that `use_attacks` names (in the order of `attacks`)."""
     adv = config["adversarial"]
-    return adv["imagenet"]["attacks"] if dataset == "imagenet" else adv["attacks"]
+    if dataset == "imagenet":
+        return adv["imagenet"]["attacks"]
+    return {a: s for a, s in adv["attacks"].items() if a in adv["use_attacks"]}
 
 
 def eps_grid(config: dict, attack: str, dataset: str) -> list[Eps]:
@@ -49,26 +65,40 @@ def eps_grid(config: dict, attack: str, dataset: str) -> list[Eps]:
     return [Eps.of(e) for e in (adv["imagenet"]["eps"] if dataset == "imagenet" else adv["eps"])]
 
 
-def runs(config: dict, dataset: str, model: str, attack: str) -> list[paths.AttackRun]:
-    return [paths.AttackRun(dataset, model, attack, e) for e in eps_grid(config, attack, dataset)]
+def runs(config: dict, dataset: str, run: str, attack: str) -> list[paths.AttackRun]:
+    """The attack runs of one model run (paths.adv_run's name) under one attack, every eps."""
+    model, seed = paths.parse_adv_run(run)
+    return [paths.AttackRun(dataset, model, attack, e, seed) for e in eps_grid(config, attack, dataset)]
 
 
-def model_input(config: dict, model: str) -> list[str]:
-    """A zoo model's checkpoint (trained on the main dataset); RobustBench models need none."""
-    return [paths.zoo_model(main_dataset(config), model)] if model in zoo(config) else []
+def first_run(config: dict, model: str) -> str:
+    """The run name of a model's first instance: the zoo's first seed, or the pretrained model."""
+    return paths.adv_run(model, seeds(config)[0] if model in zoo(config) else None)
+
+
+def from_zoo(config: dict, run: str) -> bool:
+    model, seed = paths.parse_adv_run(run)
+    return seed is not None and model in zoo(config)
+
+
+def model_input(config: dict, run: str) -> list[str]:
+    """A zoo model's checkpoint of the run's seed (trained on the main dataset); RobustBench
+    models need none."""
+    return [paths.zoo_model(main_dataset(config), *paths.parse_adv_run(run))] if from_zoo(config, run) else []
 
 
 def zoo_params(config: dict, model: str) -> dict:
     """The zoo settings one model's training reads (its architecture resolved), so that adding
-    a model or changing another's override does not retrain it."""
+    a model or a seed, or changing another's override, does not retrain it."""
     z = config["adversarial"]["zoo"]
-    shared = {k: v for k, v in z.items() if k not in ("models", "arch_overrides")}
+    shared = {k: v for k, v in z.items() if k not in ("models", "arch_overrides", "seeds")}
     return {**shared, "arch": z.get("arch_overrides", {}).get(model, z["arch"])}
 
 
-def jpeg_rs_params(config: dict, model: str) -> dict:
-    """The JPEG + RS settings, which only the jpeg_rs model's jobs depend on."""
-    return config["adversarial"]["jpeg_rs"] if model == "jpeg_rs" else {}
+def jpeg_rs_params(config: dict, run: str) -> dict:
+    """The JPEG + RS settings, which only the jpeg_rs model's jobs depend on (run: a model or a
+    model run's name)."""
+    return config["adversarial"]["jpeg_rs"] if paths.parse_adv_run(run)[0] == "jpeg_rs" else {}
 
 
 def dataset_params(config: dict, dataset: str) -> dict:
@@ -80,20 +110,22 @@ def pa_settings(config: dict) -> PASettings:
     return PASettings.from_config(config["pa"]["adam"], config["adversarial"]["pa_epochs"])
 
 
-def score_tables(config: dict, dataset: str, attacks=None) -> list[str]:
-    """The adv_score tables of every model of a dataset for the given attacks (default: all), so
-    that a figure of one attack needs only that attack's runs."""
-    return [paths.adv_scores(dataset, m, a) for m in models(config, dataset)
+def score_tables(config: dict, dataset: str, attacks=None, first_seed: bool = False) -> list[str]:
+    """The adv_score tables of every model run of a dataset for the given attacks (default:
+    all), so that a figure of one attack needs only that attack's runs; first_seed: only the
+    zoo's first seed."""
+    return [paths.adv_scores(dataset, paths.adv_run(m, s), a) for m, s in instances(config, dataset)
+            if not (first_seed and s not in (None, seeds(config)[0]))
             for a in (attacks or attack_settings(config, dataset))]
 
 
 def histories(config: dict, dataset: str) -> list[str]:
-    """Training histories of the dataset's zoo models (for the model table)."""
-    return [paths.zoo_history(main_dataset(config), m) for m in models(config, dataset)
-            if m in zoo(config)]
+    """Training histories of the dataset's zoo model runs (for the model table)."""
+    return [paths.zoo_history(main_dataset(config), m, s) for m, s in instances(config, dataset)
+            if s is not None]
 
 
-def figure_meta(config: dict, attacks, dataset: str) -> dict:
+def figure_meta(config: dict, attacks, dataset: str, first_seed: bool = False) -> dict:
     adv = config["adversarial"]
     n = adv["imagenet"]["n"] if dataset == "imagenet" else adv["n_test"]
     settings = attack_settings(config, dataset)
@@ -101,4 +133,5 @@ def figure_meta(config: dict, attacks, dataset: str) -> dict:
             "attacks": {a: {**settings[a], "eps": [e.tag for e in eps_grid(config, a, dataset)]}
                         for a in attacks},
             "solver": f"adam ({adv['pa_epochs']} epochs, the paper's) and exact",
-            "seeds": {"zoo": adv["zoo"]["seed"], "test_subset": adv["test_seed"]}}
+            "seeds": {"zoo": seeds(config)[:1] if first_seed else seeds(config),
+                      "test_subset": adv["test_seed"]}}

@@ -12,12 +12,14 @@ from pabench.core.paths import AttackRun
 from pabench.metrics import afr_true
 from pabench.metrics.settings import PASettings
 from pabench.metrics.views import score_views
+from pabench.reporting import degenerate
 
 
 def score_records(records: dict[AttackRun, dict], ratios, settings: PASettings) -> pd.DataFrame:
     """For every attack run (records: {AttackRun: attack record}) and AR: PA (adam, stacked over
     all the views, and exact), beta, AFR_T, AFR_P, clean accuracy and the largest perturbation
-    kept."""
+    kept.  The records are one model's: `degenerate` flags it (pabench.reporting.degenerate)
+    when its clean accuracy is near chance or PA is at beta* = 0 in every view of these runs."""
     keys, extras, a_stack, b_stack, labels = [], [], [], [], []
     for run, record in records.items():
         a = record["clean_scores"].astype(np.float64)
@@ -37,4 +39,7 @@ def score_records(records: dict[AttackRun, dict], ratios, settings: PASettings) 
     if len({len(a) for a in a_stack}) > 1:
         raise ValueError(f"attack records of different sizes: {sorted({len(a) for a in a_stack})}")
     scores = score_views(np.stack(a_stack), np.stack(b_stack), np.stack(labels), settings)
-    return pd.concat([pd.DataFrame(keys), scores, pd.DataFrame(extras)], axis=1)
+    flagged = any(degenerate.near_chance(e["clean_accuracy"], e["n"], a_stack[0].shape[1])
+                  for e in extras) or degenerate.pa_collapsed(scores.beta_exact)
+    table = pd.concat([pd.DataFrame(keys), scores, pd.DataFrame(extras)], axis=1)
+    return table.assign(**{degenerate.COLUMN: flagged})

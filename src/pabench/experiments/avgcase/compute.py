@@ -69,7 +69,7 @@ def dataset_arrays(name: str, cfg: dict, seed: int = 0) -> dict:
 # Estimates
 
 def _model_columns(m: AvgModel) -> dict:
-    return {"dataset": m.dataset, "model": m.name, "arch": m.arch, "lam": m.lam}
+    return {"dataset": m.dataset, "model": m.name, "arch": m.arch, "lam": m.lam, "seed": m.seed}
 
 
 def estimates(model, m: AvgModel, images_u8, labels, sigmas, settings: dict, device,
@@ -105,8 +105,8 @@ def estimates(model, m: AvgModel, images_u8, labels, sigmas, settings: dict, dev
         log.info("sigma %g: mean p_mc %.4f, mean copies %.0f", sigma, mc.p.mean(), mc.n.mean())
     table = pd.concat(rows, ignore_index=True)
     return table.assign(**_model_columns(m))[
-        ["dataset", "model", "arch", "lam", "point", "label", "target", "sigma", "estimator", "n",
-         "p"]]
+        ["dataset", "model", "arch", "lam", "seed", "point", "label", "target", "sigma", "estimator",
+         "n", "p"]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def convergence(model, m: AvgModel, images_u8, sigma: float, ns, reference_n: in
                 ("mmse", est.p_mmse(model, x, sigma, n, target=target, seed=seed + n)),
                 ("softmax", est.p_softmax(model, x, temperature, sigma=sigma, n=n, target=target,
                                           seed=seed + n))):
-            rows.append({"dataset": m.dataset, "model": m.name, "sigma": sigma,
+            rows.append({"dataset": m.dataset, "model": m.name, "seed": m.seed, "sigma": sigma,
                          "estimator": name, "n": n,
                          "mean_abs_diff": float(np.abs(p - reference).mean()),
                          "mean_p": float(p.mean()), "reference_n": reference_n})
@@ -185,7 +185,7 @@ def case_study(model, m: AvgModel, images_u8, cfg: dict, temperature: float, tra
         _, history = train("cnn", 0.0, images[tr], y[tr], images[te], y[te],
                            epochs=cfg["epochs"], batch_size=min(train_cfg["batch_size"], len(tr)),
                            lr=train_cfg["lr"], seed=cfg["seed"], device=device)
-        rows.append({"dataset": m.dataset, "model": m.name, "score": name, "sigma": sigma,
+        rows.append({"dataset": m.dataset, "model": m.name, "seed": m.seed, "score": name, "sigma": sigma,
                      "quantile": cfg["quantile"], "n_train": len(tr), "n_test": len(te),
                      "train_accuracy": history[-1]["train_accuracy"],
                      "test_accuracy": history[-1]["test_accuracy"]})
@@ -225,7 +225,7 @@ def runtime(model, m: AvgModel, images_u8, cfg: dict, device) -> pd.DataFrame:
         if device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
-        rows.append({"dataset": m.dataset, "model": m.name, "estimator": name, "n": n,
+        rows.append({"dataset": m.dataset, "model": m.name, "seed": m.seed, "estimator": name, "n": n,
                      "points": len(x), "sigma": sigma, "seconds": seconds,
                      "seconds_per_point": seconds / len(x), "device": device_name(device)})
     return pd.DataFrame(rows)

@@ -11,6 +11,7 @@ from scipy import stats
 
 from pabench.core.io import load_npz, read_table
 from pabench.experiments.avgcase.tables import ESTIMATORS, errors_of, read_estimates
+from pabench.reporting import degenerate
 from pabench.reporting.plotting import plt, save_figure
 
 LABEL = {"mc": "MC", "mmse": "MMSE", "mmse_mvs": "MMSE (mv-sigmoid)", "taylor": "Taylor",
@@ -57,6 +58,15 @@ def _models(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return list(dict.fromkeys(zip(frame.dataset, frame.model)))
 
 
+def _seed_mean(err: pd.DataFrame, keys) -> pd.DataFrame:
+    """The errors averaged over the training seeds (what Figure 2 plots; its CSV keeps every seed)."""
+    return err.groupby(keys, sort=False)[[m for m, _ in ERROR_METRICS]].mean().reset_index()
+
+
+def _flagged(meta: dict, frame: pd.DataFrame) -> dict:
+    return degenerate.annotate(meta, frame, ["dataset", "model", "seed"])
+
+
 def _estimator_order(names) -> list[str]:
     return [e for e in ESTIMATORS if e in set(names)]
 
@@ -78,10 +88,11 @@ def _sigma_axis(ax, sigmas=None) -> None:
 def fig2a(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     """Absolute and relative error of every estimator against MC vs sigma (mean over points)."""
     err = errors_of(inputs["estimates"])
+    mean = _seed_mean(err, ["estimator", "sigma"])
     fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.0))
     for ax, (metric, label) in zip(axes, ERROR_METRICS):
         for name in _estimator_order(err.estimator):
-            d = err[err.estimator == name]
+            d = mean[mean.estimator == name]
             color, ls = STYLE[name]
             ax.plot(d.sigma, d[metric], marker="o", color=color, ls=ls, label=LABEL[name])
         _sigma_axis(ax)
@@ -91,6 +102,7 @@ def fig2a(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     axes[1].set_title("relative error (points with p_MC > 0)", fontsize=8)
     axes[0].legend(fontsize=6)
     fig.tight_layout()
+    meta = _flagged(meta, err)
     save_figure(fig, *outputs, err, meta.pop("caption"), meta)
     return err
 
@@ -103,9 +115,10 @@ def fig2b(inputs: dict, outputs, meta: dict, estimator: str = "mmse") -> pd.Data
         raise ValueError(f"no {estimator} estimates")
     fig, ax = plt.subplots(figsize=(4.2, 3.0))
     lams = sorted(err.lam.unique())
+    mean = _seed_mean(err, ["lam", "sigma"])
     colors = plt.cm.viridis(np.linspace(0, 0.85, len(lams)))
     for lam, color in zip(lams, colors):
-        d = err[err.lam == lam]
+        d = mean[mean.lam == lam]
         ax.plot(d.sigma, d.mean_abs_error, marker="o", color=color, label=f"lambda = {lam:g}")
     _sigma_axis(ax)
     ax.set_ylabel(f"mean |p_{LABEL[estimator]} - p_MC|")
@@ -113,6 +126,7 @@ def fig2b(inputs: dict, outputs, meta: dict, estimator: str = "mmse") -> pd.Data
                  f"{err.dataset.iloc[0]}/{err.arch.iloc[0]}", fontsize=8)
     ax.legend(fontsize=6)
     fig.tight_layout()
+    meta = _flagged(meta, err)
     save_figure(fig, *outputs, err, meta.pop("caption"), meta)
     return err
 
@@ -123,7 +137,8 @@ def fig10(inputs: dict, outputs, meta: dict, sigma: float) -> pd.DataFrame:
     est = read_estimates(inputs["estimates"])
     s = nearest_sigma(est, sigma)
     d = est[(est.sigma == s) & est.estimator.isin(["taylor", "taylor_mvs"])]
-    wide = d.pivot_table(index=["dataset", "model", "point"], columns="estimator", values="p").dropna()
+    wide = d.pivot_table(index=["dataset", "model", "seed", degenerate.COLUMN, "point"],
+                         columns="estimator", values="p").dropna()
     data = pd.DataFrame({"sigma": s, "mvn_cdf": wide["taylor"], "mv_sigmoid": wide["taylor_mvs"]}
                         ).reset_index()
     r = data.mvn_cdf.corr(data.mv_sigmoid)  # Pearson; NaN when one side is constant
@@ -137,6 +152,7 @@ def fig10(inputs: dict, outputs, meta: dict, sigma: float) -> pd.DataFrame:
     ax.set_title(f"sigma = {s:g}: Pearson r = {r:.3f}, MAE = {mae:.3g}", fontsize=8)
     ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
+    meta = _flagged(meta, data)
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 
@@ -230,9 +246,10 @@ def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.Dat
     handles = [plt.Rectangle((0, 0), 1, 1, color=STYLE[n][0], alpha=0.5) for n in estimators]
     axes[0, -1].legend(handles, [LABEL[n] for n in estimators], fontsize=6, loc="lower right")
     fig.tight_layout()
-    data = est[["dataset", "model", "sigma", "estimator", "point", "label", "p"]].assign(
-        **{"class": lambda f: [class_name(ds, int(y)) for ds, y in zip(f.dataset, f.label)]})
-    data = data.sort_values(["dataset", "model", "sigma", "estimator", "point"]).reset_index(drop=True)
+    data = est[["dataset", "model", "seed", degenerate.COLUMN, "sigma", "estimator", "point", "label",
+                "p"]].assign(**{"class": lambda f: [class_name(ds, int(y)) for ds, y in zip(f.dataset, f.label)]})
+    data = data.sort_values(["dataset", "model", "seed", "sigma", "estimator", "point"]).reset_index(drop=True)
+    meta = _flagged(meta, data)
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 
@@ -258,6 +275,7 @@ def convergence(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
         ax.legend(fontsize=6)
     fig.tight_layout()
     data = table.sort_values(["dataset", "model", "estimator", "n"]).reset_index(drop=True)
+    meta = _flagged(meta, data)
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 
@@ -284,5 +302,6 @@ def noise_pa(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     axes[0].legend(fontsize=6)
     fig.tight_layout()
     data = table.reset_index(drop=True)
+    meta = _flagged(meta, data)
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data

@@ -1,7 +1,10 @@
 """Jobs of the average-case robustness experiment, from the config (no PyTorch).
 
 A model is referenced as "<dataset>/<model>" (config avgcase.main, class_bias, case_study.model),
-the model named "<arch>-lam<lambda>" (pabench.core.paths.avg_model_name)."""
+the model named "<arch>-lam<lambda>" (pabench.core.paths.avg_model_name).  Every model is trained
+once per seed of avgcase.train.seeds; what the claims read (the estimates, the case study) is
+evaluated for every seed, the rest (PA under noise, convergence, runtime, Figure 3) for the
+first seed only."""
 from __future__ import annotations
 
 from pabench.core import paths
@@ -40,8 +43,13 @@ def family(config: dict) -> list[str]:
             for lam in _avg(config)["models"][dataset][arch]]
 
 
-def files(kind: str, refs) -> list[str]:
-    return [paths.avg_file(kind, *split(ref)) for ref in refs]
+def seeds(config: dict) -> list[int]:
+    return list(_avg(config)["train"]["seeds"])
+
+
+def files(kind: str, refs, seeds_) -> list[str]:
+    """The files of one kind of the given models, for each of the given seeds."""
+    return [paths.avg_file(kind, *split(ref), seed) for ref in refs for seed in seeds_]
 
 
 def datasets(config: dict) -> list[str]:
@@ -58,10 +66,22 @@ def dataset_params(config: dict, dataset: str) -> dict:
 
 def table_inputs(config: dict, kind: str) -> list[str]:
     """The per-model files stacked into avg_table(kind)."""
-    refs = {"history": models(config), "noise_pa": models(config),
-            "convergence": [main(config)], "runtime": [main(config)],
-            "case_study": [_avg(config)["case_study"]["model"]]}[kind]
-    return files(kind, refs)
+    every, first = seeds(config), seeds(config)[:1]
+    refs, seeds_ = {"history": (models(config), every), "noise_pa": (models(config), first),
+                    "convergence": ([main(config)], first), "runtime": ([main(config)], first),
+                    "case_study": ([_avg(config)["case_study"]["model"]], every)}[kind]
+    return files(kind, refs, seeds_)
+
+
+def train_params(config: dict) -> dict:
+    """The training settings a model's training reads (not the seed list: adding a seed does
+    not retrain the others)."""
+    return {k: v for k, v in _avg(config)["train"].items() if k != "seeds"}
+
+
+def eval_settings(config: dict) -> dict:
+    """The settings an evaluation of a model reads: the section without the seed list."""
+    return {**_avg(config), "train": train_params(config)}
 
 
 TABLES = ("history", "noise_pa", "convergence", "runtime", "case_study")

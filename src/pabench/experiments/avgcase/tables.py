@@ -8,6 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from pabench.core.io import read_table
+from pabench.reporting.degenerate import COLUMN as DEGENERATE
 
 # Every estimator compared with MC, in the order legends and tables list them; "linear" is the
 # closed form of a linear model (exact), present only for linear models.
@@ -25,22 +26,23 @@ def read_estimates(paths_) -> pd.DataFrame:
 
 
 def errors_frame(estimates: pd.DataFrame) -> pd.DataFrame:
-    """Per model, sigma and estimator: the mean over points of |p - p_mc| and of |p - p_mc| / p_mc
-    (the latter over the points with p_mc > 0), with the points each mean is taken over."""
-    keys = ["dataset", "model", "point", "sigma"]
+    """Per model, training seed, sigma and estimator: the mean over points of |p - p_mc| and of
+    |p - p_mc| / p_mc (the latter over the points with p_mc > 0), with the points each mean is
+    taken over, and the model's `degenerate` flag."""
+    keys = ["dataset", "model", "seed", "point", "sigma"]
     mc = estimates[estimates.estimator == "mc"][keys + ["p"]].rename(columns={"p": "p_mc"})
     if mc.empty:
         raise ValueError("no MC estimates: nothing to measure the errors against")
     rows = estimates[estimates.estimator != "mc"].merge(mc, on=keys, how="inner")
     rows = rows.assign(abs_error=(rows.p - rows.p_mc).abs())
     rows = rows.assign(rel_error=rows.abs_error / rows.p_mc.where(rows.p_mc > 0))
-    out = rows.groupby(["dataset", "model", "arch", "lam", "sigma", "estimator"]).agg(
+    out = rows.groupby(["dataset", "model", "arch", "lam", "seed", DEGENERATE, "sigma", "estimator"]).agg(
         mean_abs_error=("abs_error", "mean"), mean_rel_error=("rel_error", "mean"),
         n_points=("abs_error", "size"), n_rel_points=("rel_error", "count"),
         mean_p=("p", "mean"), mean_p_mc=("p_mc", "mean")).reset_index()
     order = {e: k for k, e in enumerate(ESTIMATORS)}
     out = out.assign(_order=out.estimator.map(order).fillna(len(order)))
-    return out.sort_values(["dataset", "model", "_order", "sigma"]).drop(columns="_order").reset_index(drop=True)
+    return out.sort_values(["dataset", "model", "seed", "_order", "sigma"]).drop(columns="_order").reset_index(drop=True)
 
 
 def errors_of(paths_) -> pd.DataFrame:
@@ -86,15 +88,17 @@ def case_study(inputs: dict) -> pd.DataFrame:
 
 
 def models(inputs: dict) -> pd.DataFrame:
-    """Every model's final epoch: did it learn (accuracy), and how smooth is it (gradient norm)."""
+    """Every model's final epoch per training seed: did it learn (accuracy; `degenerate`: near
+    chance on the n_test test images), and how smooth is it (gradient norm)."""
     h = read_table(inputs["table"])
-    last = h.sort_values("epoch").groupby(["dataset", "model"], sort=False).tail(1)
-    last = last.sort_values(["dataset", "arch", "lam"])
+    last = h.sort_values("epoch").groupby(["dataset", "model", "seed"], sort=False).tail(1)
+    last = last.sort_values(["dataset", "arch", "lam", "seed"])
     return pd.DataFrame({
-        "dataset": last.dataset, "model": last.model, "architecture": last.arch,
+        "dataset": last.dataset, "model": last.model, "seed": last.seed, "architecture": last.arch,
         "lambda": last.lam, "epochs": last.epoch, "final loss": last.loss,
         "train accuracy": last.train_accuracy, "test accuracy": last.test_accuracy,
-        "input-gradient norm (final epoch)": last.grad_norm}).reset_index(drop=True)
+        "input-gradient norm (final epoch)": last.grad_norm,
+        DEGENERATE: last[DEGENERATE]}).reset_index(drop=True)
 
 
 def _rank_correlations(x: pd.Series, y: pd.Series) -> dict:

@@ -1,5 +1,5 @@
 """Config checks of the domain-generalisation experiments: batches that fit the training splits,
-and a model-selection validation split that exists."""
+and model-selection validation splits that exist and are pairs."""
 from __future__ import annotations
 
 from pabench.core.config import checks
@@ -20,7 +20,17 @@ def training_splits(config: dict) -> list[str]:
                           f"environment, fewer than one batch (dg.batch_size = {dg['batch_size']})")
     ms = dg.get("model_selection")
     study = studies.get("model_selection")
-    if ms and study is not None and ms["validation"] not in study.get("splits", {}):
-        errors.append(f"dg.model_selection.validation: no split {ms['validation']!r} in "
-                      f"diagvib.studies.model_selection.splits ({list(study.get('splits', {}))})")
+    if ms and study is not None:
+        splits = study.get("splits", {})
+        named = [("validation", ms["validation"])] + [("also_validate", v) for v in ms.get("also_validate", [])]
+        for key, name in named:
+            if name not in splits:
+                errors.append(f"dg.model_selection.{key}: no split {name!r} in "
+                              f"diagvib.studies.model_selection.splits ({list(splits)})")
+            elif len(splits[name].get("envs", [])) != 2 or not splits[name].get("paired"):
+                errors.append(f"dg.model_selection.{key}: {name!r} is not a paired split of two "
+                              f"environments (validation needs a pair)")
+        if ms["validation"] in ms.get("also_validate", []):
+            errors.append(f"dg.model_selection.also_validate: {ms['validation']!r} is already "
+                          f"dg.model_selection.validation")
     return errors

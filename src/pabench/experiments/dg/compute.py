@@ -27,7 +27,7 @@ def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None,
                      lisa_mix=dg["lisa"]["mix"])
     return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs, lr=dg["lr"],
                          batch_size=dg["batch_size"], seed=seed, pretrained=dg.get("pretrained"),
-                         device=dg["device"],
+                         recalibrate_bn=dg.get("recalibrate_bn", False), device=dg["device"],
                          save_epochs=tuple(stage_epochs(epochs)) if stages else (), **extra)
 
 

@@ -7,16 +7,21 @@ import pandas as pd
 
 from pabench.core import paths
 from pabench.core.io import read_table
+from pabench.reporting import degenerate
+from pabench.reporting.degenerate import COLUMN as DEGENERATE
 from pabench.reporting.plotting import plt, save_figure
 
 METRICS = (("logpa_adam", "log PA (adam)"), ("logpa_exact", "log PA (exact)"), ("afr_true", "AFR_T"))
 
 
 def fig07_data(table: pd.DataFrame) -> pd.DataFrame:
-    long = table.melt(id_vars=["algorithm", "seed", "n_shift_factors", "shift_ratio"],
+    """Mean, std and number of seeds per point, and how many of those seeds are degenerate."""
+    long = table.melt(id_vars=["algorithm", "seed", "n_shift_factors", "shift_ratio", DEGENERATE],
                       value_vars=[m for m, _ in METRICS], var_name="metric")
-    out = (long.groupby(["metric", "shift_ratio", "algorithm", "n_shift_factors"])["value"]
-           .agg(["mean", "std", "count"]).reset_index().rename(columns={"count": "n_seeds"}))
+    g = long.groupby(["metric", "shift_ratio", "algorithm", "n_shift_factors"])
+    out = g["value"].agg(["mean", "std", "count"]).rename(columns={"count": "n_seeds"})
+    out["n_degenerate"] = g[DEGENERATE].sum().astype(int)
+    out = out.reset_index()
     out["std"] = out["std"].fillna(0.0)
     return out
 
@@ -42,6 +47,7 @@ def fig07(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
             if r == len(METRICS) - 1:
                 ax.set_xlabel("# shift factors")
     axes[0, 0].legend(loc="lower left")
+    meta = degenerate.annotate(meta, table, ["algorithm", "seed"])
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 
@@ -86,6 +92,7 @@ def fig08(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     b = data[data.panel == "beta"]
     axes[-1].bar([a.upper() for a in b.algorithm], b.value, color=[f"C{i}" for i in range(len(b))])
     axes[-1].set(title="final beta (#SF = 5)")  # linear: a beta of 0 (no agreement) must show
+    meta = degenerate.annotate(meta, pa, ["algorithm", "seed"])
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
 

@@ -17,7 +17,7 @@ def train_params(dg: dict, algorithm: str) -> dict:
     """The part of the config's `dg` section one training run reads: the shared settings and its
     own algorithm's section only, so that changing another algorithm's settings (or the seed
     list) does not rerun it."""
-    shared = ("backbone", "pretrained", "epochs", "lr", "batch_size", "device")
+    shared = ("backbone", "pretrained", "recalibrate_bn", "epochs", "lr", "batch_size", "device")
     return {**{k: dg[k] for k in shared if k in dg}, **({algorithm: dg[algorithm]} if algorithm in dg else {})}
 
 
@@ -32,11 +32,23 @@ def pca_algorithms(config: dict) -> list[str]:
     return [a for a in ("erm", "irm") if a in config["dg"]["algorithms"]]
 
 
+def fig11_params(dg: dict, algorithm: str) -> dict:
+    """Figure 11's own runs (Appendix D: ResNet-18, Adam lr 1e-2, 50 epochs): the shift-factor
+    runs' settings with `dg.fig11`'s backbone, lr and epochs."""
+    return {**train_params(dg, algorithm), **dg["fig11"]}
+
+
 def stage_checkpoints(config: dict) -> list[str]:
-    """Figure 11's checkpoints: the first seed of each compared algorithm at each stage."""
+    """Figure 11's checkpoints: its own run (first seed) of each compared algorithm at each stage."""
     dg = config["dg"]
-    return [paths.checkpoint(TrainRun(a, dg["seeds"][0]), f"epoch{e}")
-            for a in pca_algorithms(config) for e in stage_epochs(dg["epochs"])]
+    return [paths.checkpoint(TrainRun(a, dg["seeds"][0], paths.FIG11), f"epoch{e}")
+            for a in pca_algorithms(config) for e in stage_epochs(dg["fig11"]["epochs"])]
+
+
+def val_size(config: dict, study: str, split: str) -> int:
+    """The validation images a training run is validated on: n per environment, every environment."""
+    spec = config["diagvib"]["studies"][study]["splits"][split]
+    return int(spec["n"]) * len(spec["envs"])
 
 
 def ms_study(config: dict) -> dict:
@@ -52,6 +64,18 @@ def ms_runs(config: dict) -> list[TrainRun]:
     ms, seeds = config["dg"]["model_selection"], config["dg"]["seeds"]
     return [TrainRun(a, s, setting) for setting in ms_settings(config) for a in ms["algorithms"]
             for s in seeds]
+
+
+def ms_also_validate(config: dict) -> list[str]:
+    """The other validation splits each model-selection run also selects on (Appendix E)."""
+    return list(config["dg"]["model_selection"].get("also_validate", []))
+
+
+def ms_also_checkpoints(config: dict) -> dict:
+    """{best_acc-<split>: path, best_pa-<split>: path} of a model-selection run, {setting},
+    {algorithm} and {seed} left open."""
+    d = paths.model_dir(setting="{setting}")
+    return {f"{k}-{v}": f"{d}/{k}-{v}.pt" for v in ms_also_validate(config) for k in ("best_acc", "best_pa")}
 
 
 def ms_label(config: dict, setting: str) -> str:
@@ -75,11 +99,11 @@ def data_label(config: dict, study: str) -> str:
 
 def train_outputs(config: dict, setting: str | None = None, stages: bool = False) -> dict:
     """The files of a training run, with {algorithm} and {seed} (and {setting}) left open:
-    the best-accuracy, best-PA and last checkpoints, the history and, with stages, Figure 11's
-    stage checkpoints."""
+    the best-accuracy, best-PA and last checkpoints, the history and, with stages (Figure 11's
+    runs), the checkpoints of its three training stages."""
     d = paths.model_dir(setting=setting)
     out = {k: f"{d}/{k}.pt" for k in ("best_acc", "best_pa", "last")}
     out["history"] = f"{d}/history.csv"
     if stages:
-        out["stages"] = [f"{d}/epoch{e}.pt" for e in stage_epochs(config["dg"]["epochs"])]
+        out["stages"] = [f"{d}/epoch{e}.pt" for e in stage_epochs(config["dg"]["fig11"]["epochs"])]
     return out

@@ -1,0 +1,121 @@
+"""The paper-scale workload (pabench.workload) follows the config: attack steps, training epochs,
+MC samples and corruption images counted from models, eps, steps, images and epochs, and the
+wall-time schedule of the compute estimate."""
+import copy
+
+import pytest
+import yaml
+
+from conftest import REPO, scale_config
+from pabench import workload
+from pabench.core.config import load
+
+PAPER = load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
+
+
+def units(config, experiment, unit, job_prefix=""):
+    return sum(w.units for w in workload.work(config)
+               if w.experiment == experiment and w.unit == unit and w.job.startswith(job_prefix))
+
+
+def changed(**paths):
+    """A copy of the paper config with dotted keys replaced."""
+    config = copy.deepcopy(PAPER)
+    for path, value in paths.items():
+        *parents, key = path.split("__")
+        node = config
+        for p in parents:
+            node = node[p]
+        node[key] = value
+    return config
+
+
+def test_pgd_steps_are_models_times_eps_times_steps_times_images():
+    a = PAPER["adversarial"]
+    models = len(a["zoo"]["models"]) * len(a["zoo"]["seeds"]) + len(a["robustbench"])
+    expected = models * len(a["eps"]) * a["attacks"]["pgd"]["steps"] * a["n_test"]
+    assert units(PAPER, "pa-adversarial", "attack step", "adv_attack cifar10/") > expected
+    pgd = sum(w.units for w in workload.work(PAPER) if "/pgd/" in w.job)
+    assert pgd == expected == (5 * 3 + 5) * 5 * 1000 * 10_000
+    double = changed(adversarial__n_test=a["n_test"] // 2)
+    assert sum(w.units for w in workload.work(double) if "/pgd/" in w.job) == expected / 2
+
+
+def test_a_new_robustbench_model_adds_its_attack_runs_and_fab_takes_a_jacobian():
+    ids = [*PAPER["adversarial"]["robustbench"], "Carmon2019Unlabeled"]
+    more = changed(adversarial__robustbench=ids)
+    runs = lambda c: {w.job for w in workload.work(c) if w.rule == "adv_attack"}  # noqa: E731
+    added = runs(more) - runs(PAPER)
+    per_model = sum(len(PAPER["adversarial"]["eps"]) if a != "fmn" else 1
+                    for a in PAPER["adversarial"]["use_attacks"])
+    assert len(added) == per_model and all("/Carmon2019Unlabeled/" in j for j in added)
+    fab = [w for w in workload.work(PAPER) if "/fab/" in w.job]
+    assert fab and all(w.passes["bwd"] == w.net.classes * w.units == 10 * w.units for w in fab)
+
+
+def test_training_epochs_follow_the_config():
+    dg = PAPER["dg"]
+    runs = len(dg["algorithms"]) * len(dg["seeds"])
+    assert not dg["recalibrate_bn"]  # else every epoch also predicts the training images
+    ms = len(dg["model_selection"]["algorithms"]) * len(dg["seeds"]) * 5
+    fig11 = 2 * dg["fig11"]["epochs"]  # ERM and IRM, the first seed
+    assert units(PAPER, "pa-dg", "training epoch") == (runs * dg["epochs"] + fig11
+                                                       + ms * dg["model_selection"]["epochs"])
+    erm = next(w for w in workload.work(PAPER) if w.job == "train_dg erm/0")
+    assert erm.passes["train:dg:erm"] == dg["epochs"] * 2 * 40_000  # 2 environments x 40,000
+    assert erm.net.shape == (3, 128, 128) and erm.net.arch == "resnet50"
+    longer = next(w for w in workload.work(changed(dg__epochs=2 * dg["epochs"]))
+                  if w.job == "train_dg erm/0")
+    assert longer.units == 2 * dg["epochs"]
+
+
+def test_mc_samples_are_sigmas_times_points_times_n():
+    s = PAPER["avgcase"]
+    one = sum(w.units for w in workload.work(PAPER)
+              if w.job == f"avg_estimates {s['main']}/0" and w.unit == "MC sample")
+    assert one == len(s["sigmas"]) * s["n_points"] * s["mc"]["n"] == 7 * 10_000 * 10_000
+    half = changed(avgcase__mc={**s["mc"], "n": s["mc"]["n"] // 2})
+    assert (units(half, "avgcase", "MC sample", "avg_estimates")
+            == units(PAPER, "avgcase", "MC sample", "avg_estimates") / 2)
+    cifar100 = [w for w in workload.work(PAPER)
+                if w.job.startswith("avg_estimates cifar100/") and w.unit == "MMSE copy"]
+    assert len(cifar100) == len(s["train"]["seeds"]) and all(w.net.classes == 100 for w in cifar100)
+
+
+def test_corruptions_are_generated_unless_the_published_files_are_given():
+    o = PAPER["oodrb"]
+    corrupted = units(PAPER, "oodrb", "corruption image")
+    assert corrupted == len(o["corruptions"]) * 5 * o["n_shift"] == 750_000
+    published = changed(oodrb__cifar10c="/datasets/CIFAR-10-C")
+    assert units(published, "oodrb", "corruption image") == 0
+    # every model attacks the ID set, every corrupted and every natural image with MM5
+    shifts = [w for w in workload.work(PAPER) if w.rule == "oodrb_shifts"]
+    assert {w.net.arch for w in shifts} == set(o["robustbench"])
+    images = o["n_test"] + 750_000 + sum(workload.NATURAL[s] for s in o["natural"])
+    mm5 = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)
+    assert sum(w.units for w in shifts) == len(o["robustbench"]) * (
+        images * mm5 + o["n_test"] * (2 * mm5 + 100 + 100))  # L-inf, L2 by MM5; StAdv, ReColor
+
+
+def test_every_gpu_rule_is_counted():
+    """A new rule that asks for a GPU at paper scale must be counted (or named here, with why)."""
+    not_counted = {"pa_fig11"}  # PCA of 128 validation images' features: seconds
+    gpu_rules = {rule for rule, r in yaml.safe_load((REPO / "workflow/resources.yaml").read_text())
+                 ["paper"].items() if r.get("gpu")}
+    counted = {w.rule for config in (PAPER, scale_config()) for w in workload.work(config)}
+    assert gpu_rules - counted == not_counted
+
+
+def test_every_network_job_names_a_buildable_network():
+    for w in workload.work(PAPER):
+        assert (w.net is None) == (w.unit in ("corruption image", "rendered image")), w.job
+        assert w.units > 0 and all(n >= 0 for n in w.passes.values()), w.job
+
+
+@pytest.mark.parametrize("devices, expected", [(1, 10), (2, 5), (4, 4), (10, 4)])
+def test_makespan_schedules_longest_jobs_first(devices, expected):
+    assert workload.makespan([4, 3, 2, 1], devices) == expected
+
+
+def test_job_totals_add_the_parts_of_a_job():
+    assert workload.job_totals([("a", 1.0), ("b", 2.0), ("a", 3.0)]) == {"a": 4.0, "b": 2.0}
