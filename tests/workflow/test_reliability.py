@@ -29,13 +29,13 @@ def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, after_jobs)
 
 
 def test_a_corrupted_checkpoint_stops_its_job_and_leaves_no_output(finished):
-    checkpoint = finished / "data/models/shift_factor/erm-s0/last.pt"
+    checkpoint = finished / "data/models/shift_factor/erm-s0/best_acc.pt"  # the scored one (dg.evaluate)
     checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
     scores = finished / "data/results/dg/scores/erm-s0.npz"
     proc = run_snakemake(finished, "--cores", "1", str(scores.relative_to(finished)), *TEST, check=False)
     assert proc.returncode != 0
     log = (finished / "data/logs/dg_scores/erm-s0.log").read_text()
-    assert "data/models/shift_factor/erm-s0/last.pt: not a pabench checkpoint" in log
+    assert "data/models/shift_factor/erm-s0/best_acc.pt: not a pabench checkpoint" in log
     assert not scores.exists()
 
 

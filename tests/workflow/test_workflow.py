@@ -17,7 +17,7 @@ THESIS = PAPERS["thesis"].enabled(scale_config())
 FIGURES = [path for entry in PA + AVG + OODRB + THESIS for path in entry.outputs().values()]
 GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           "diagvib_split": "diagvib", "diagvib_ass": "diagvib", "shift_ratio_views": "diagvib",
-          "train_dg": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
+          "train_dg": "dg", "train_fig11": "dg", "dg_scores": "dg", "dg_pa": "dg", "dg_pa_table": "dg",
           "train_ms": "model_selection", "ms_eval": "model_selection", "ms_table": "model_selection",
           "adv_data": "adversarial", "adv_train": "adversarial", "adv_attack": "adversarial",
           "adv_score": "adversarial", "adv_table": "adversarial", "claims": "checks", "timings": "checks",
@@ -36,7 +36,7 @@ def test_every_figure_is_built(ran):
     # What the PA paper's registry builds at test scale (no ImageNet folder, no RobustBench).
     assert [e.name for e in PA] == ["fig01", "fig02", "fig03", "fig04", "fig05", "fig06", "fig07", "fig08",
                                     "fig09", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "table1",
-                                    "table2", "table3", "models-mnist32"]
+                                    "selection-splits", "table2", "table3", "models-mnist32"]
     for rel in FIGURES:
         path = root / rel
         assert path.is_file() and path.stat().st_size > 0, rel
@@ -92,16 +92,17 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert irm["metrics"]["val_logpa"] == pytest.approx(history.val_logpa.iloc[-1], rel=1e-9)
     assert irm["config"]["dg"]["backbone"] == "cnn"
     selection = pd.read_csv(root / "data/results/model_selection.csv")
-    zgo = selection[(selection.setting == "ZGO") & (selection.env == "test_5")].iloc[0]
+    assert set(selection.validation) == {"ID", "SD", "1F-MD", "5F-MD", "OOD"}  # every split of Table 3
+    zgo = selection[(selection.setting == "ZGO") & (selection.env == "test_5") & (selection.validation == "SD")].iloc[0]
     ms = next(r for r in all_runs if r["name"] == "ms_eval-setting=train_zgo-algorithm=irm-seed=0")
-    assert ms["metrics"]["test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
+    assert ms["metrics"]["SD/test_5/acc_best_pa"] == pytest.approx(zgo.acc_best_pa)
     table1 = pd.read_csv(root / "figures/pa/table1.csv")
     assert list(table1.setting) == ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"]
     # The thesis's table, from the same runs: IRM on ZGO, the PA-selected epoch, by hand.
     thesis = pd.read_csv(root / "figures/thesis/target-accuracy.csv")
     assert list(thesis.setting) == [s for s in table1.setting for _ in range(2)]
     zgo_pa = thesis[(thesis.setting == "ZGO") & (thesis["selected by"] == "PA")].iloc[0]
-    irm_zgo = selection[(selection.algorithm == "irm") & (selection.setting == "ZGO")]
+    irm_zgo = selection[(selection.algorithm == "irm") & (selection.setting == "ZGO") & (selection.validation == "ID")]
     per_seed = [irm_zgo[irm_zgo.seed == seed].acc_best_pa
                 for seed in sorted(set(selection.seed))]
     assert len(per_seed[0]) == 5 and zgo_pa.seeds == len(per_seed)
