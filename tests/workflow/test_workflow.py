@@ -106,8 +106,8 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     per_seed = [irm_zgo[irm_zgo.seed == seed].acc_best_pa
                 for seed in sorted(set(selection.seed))]
     assert len(per_seed[0]) == 5 and zgo_pa.seeds == len(per_seed)
-    assert zgo_pa["average acc"] == pytest.approx(100 * np.mean([a.mean() for a in per_seed]), abs=0.05)
-    assert zgo_pa["worst-case acc"] == pytest.approx(100 * np.mean([a.min() for a in per_seed]), abs=0.05)
+    assert zgo_pa["average acc"] == pytest.approx(100 * np.mean([a.mean() for a in per_seed]), abs=0.051)  # rounded to 0.1
+    assert zgo_pa["worst-case acc"] == pytest.approx(100 * np.mean([a.min() for a in per_seed]), abs=0.051)  # rounded to 0.1
     assert "scale: test" in (root / "figures/thesis/target-accuracy.md").read_text()
     for fig in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13"):
         assert runs[f"pa_{fig}"]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
