@@ -132,6 +132,8 @@ def recalibrate_batchnorm(model, envs, device, batch: int = 256) -> None:
     # the variance between environments (red vs blue) out of the statistics.
     for lo in range(0, max(len(env) for env in envs), part):
         x = torch.cat([to_input(env.images[lo:lo + part], device) for env in envs if lo < len(env)])
+        if len(x) < 2:  # BatchNorm has no batch variance of one image; it barely counts anyway
+            continue
         seen += len(x)
         for m in norms:  # running <- running + (b / seen) (batch - running): a weighted mean
             m.momentum = len(x) / seen
