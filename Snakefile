@@ -40,6 +40,7 @@ include: "workflow/rules/dg.smk"
 include: "workflow/rules/adversarial.smk"
 include: "workflow/rules/avgcase.smk"
 include: "workflow/rules/oodrb.smk"
+include: "workflow/rules/text.smk"
 include: "workflow/rules/papers.smk"
 include: "workflow/rules/checks.smk"
 

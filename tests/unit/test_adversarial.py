@@ -245,6 +245,40 @@ def test_robustbench_random_weights_build_the_architecture_offline(tmp_path):
         robustbench.load("Wong2020Fast", "cifar10", tmp_path, weights="pretrained")
 
 
+def test_imagenet_jpeg_rs_model_at_256_px_on_foolbox_images(tmp_path):
+    """The paper's ImageNet inputs (256 x 256) from the real ImageNet images that ship with
+    foolbox, laid out as a folder by class index (their labels kept), through a RobustBench
+    ImageNet architecture inside JPEG + RS: 1000 log-probabilities of the JPEG'd input passed
+    through Reverse Sigmoid."""
+    needs_robustbench()
+    from pabench.adversarial import robustbench
+    from pabench.adversarial.models import jpeg
+    from pabench.rehearsal import _foolbox_images, write_imagenet
+
+    write_imagenet(tmp_path / "val")
+    x, y = datasets.imagenet(tmp_path / "val", 20, seed=0, image_size=256, resize=256)
+    assert x.shape == (20, 3, 256, 256)
+    assert sorted(y.tolist()) == sorted(_foolbox_images("imagenet")[1].tolist())
+    torch.manual_seed(0)
+    net = robustbench.load("Salman2020Do_R18", "imagenet", tmp_path / "rb", weights="random")
+    model = JpegReverseSigmoid(net, quality=75, beta=1.0, gamma=0.1).eval()
+    images = torch.from_numpy(x[:3]).float() / 255
+    with torch.no_grad():
+        out = model(images)
+        want = torch.log(reverse_sigmoid(torch.softmax(net(jpeg(images, 75)), 1), 1.0, 0.1))
+        plain = torch.log_softmax(net(images), 1)
+    assert out.shape == (3, 1000)
+    assert torch.allclose(out.exp().sum(1), torch.ones(3), atol=1e-5)
+    assert torch.allclose(out, want, atol=1e-5) and not torch.allclose(out, plain, atol=1e-3)
+    # APGD-CE through JPEG (BPDA) at 256 px: labels = the clean predictions, so every point is
+    # attacked; the perturbation stays within eps and moves the output
+    eps = Eps.of("8/255")
+    record = attack_dataset(model, x[:3], out.argmax(1).numpy(), "apgd-ce", eps, {"steps": 2},
+                            tmp_path / "rec.npz", 3, "cpu", 1000, progress=False)
+    assert 0 < record["linf"].max() <= eps.value + 1e-6
+    assert not np.allclose(record["adv_scores"], record["clean_scores"])
+
+
 def test_every_configured_robustbench_id_exists():
     """The paper-scale ids (adversarial, ImageNet, OODRobustBench) are RobustBench ids: a typo
     would only surface after hours of a paper-scale run."""
@@ -252,10 +286,12 @@ def test_every_configured_robustbench_id_exists():
     from pabench.adversarial import robustbench
     from pabench.core import config as cfg
     from pabench.experiments.adversarial.checks import ROBUSTBENCH_MODELS
+    from pabench.experiments.adversarial.plan import pretrained
 
     paper = cfg.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
     ids = {"cifar10": set(ROBUSTBENCH_MODELS["cifar10"]) | set(paper["oodrb"]["robustbench"])
            | set(paper["adversarial"]["robustbench"]),
-           "imagenet": set(ROBUSTBENCH_MODELS["imagenet"])}
+           "imagenet": set(ROBUSTBENCH_MODELS["imagenet"])
+           | {pretrained(m)[0] for m in paper["adversarial"]["imagenet"]["models"]}}
     for dataset, names in ids.items():
         assert sorted(names - set(robustbench.architectures(dataset))) == [], dataset

@@ -299,6 +299,76 @@ def test_native_kernels_give_the_fallbacks_bytes(cifar, monkeypatch):
         np.testing.assert_array_equal(out, slow, err_msg=f"{name} {severity}")
 
 
+NEW_KERNELS = ("jpeg_compression", "elastic_transform", "snow")
+
+
+def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatch):
+    """Non-square, small (narrower than the snow streaks and the elastic padding) and larger
+    images: the kernels' border and tail paths."""
+    from pabench.datasets.corruptions import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler: only the numpy / PyTorch path exists here")
+    rng = np.random.default_rng(4)
+    shapes = [(3, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]
+    cases = [(rng.integers(0, 256, shape, dtype=np.uint8), name, s)
+             for shape in shapes for name in NEW_KERNELS + ("motion_blur",) for s in SEVERITIES
+             if name != "jpeg_compression" or (shape[1] % 16 == 0 and shape[2] % 16 == 0)]
+    fast = [corrupt(im, name, s, seed=1) for im, name, s in cases]
+    monkeypatch.setattr(native, "load", lambda: None)
+    for (im, name, s), out in zip(cases, fast):
+        np.testing.assert_array_equal(out, corrupt(im, name, s, seed=1), err_msg=f"{name} {s} {im.shape}")
+
+
+@pytest.mark.parametrize("native_path", [True, False])
+def test_new_kernels_depend_only_on_seed_severity_and_image_index(cifar, monkeypatch, native_path):
+    """Any batch composition: images shuffled with their indices, or one at a time, give each
+    image the same bytes."""
+    from pabench.datasets.corruptions import native
+
+    if not native_path:
+        monkeypatch.setattr(native, "load", lambda: None)
+    elif native.load() is None:
+        pytest.skip("no C compiler")
+    perm = np.random.default_rng(0).permutation(20)
+    for name in NEW_KERNELS:
+        for severity in SEVERITIES:
+            whole = corrupt(cifar, name, severity, seed=9)
+            np.testing.assert_array_equal(corrupt(cifar[perm], name, severity, seed=9, index=perm),
+                                          whole[perm], err_msg=f"{name} {severity}")
+            one = corrupt(cifar[perm[:1]], name, severity, seed=9, index=perm[:1])
+            np.testing.assert_array_equal(one[0], whole[perm[0]])
+            assert (whole != corrupt(cifar, name, severity, seed=10)).any() or name == "jpeg_compression"
+
+
+def test_fixed_order_filters_match_the_library_ones(cifar):
+    """The fixed summation orders that native.c repeats compute the usual operations: the 8x8
+    DCT (d X d^T and back), the elastic field's Gaussian (scipy's gaussian_filter, reflected
+    borders, truncate 3) and the snow layer's zoom (scipy.ndimage.zoom of the centre)."""
+    from pabench.datasets.corruptions.filters import gaussian_kernel, gaussian_taps
+
+    x = torch.from_numpy(np.random.default_rng(3).uniform(-128, 128, (6, 8, 8)))
+    d = torch.from_numpy(digital._DCT)
+    coef = digital._along(digital._along(x, d, -2), d, -1)
+    np.testing.assert_allclose(coef.numpy(), (d @ x @ d.T).numpy(), atol=1e-10)
+    np.testing.assert_allclose(digital._along(digital._along(coef, d.T, -2), d.T, -1).numpy(),
+                               x.numpy(), atol=1e-10)
+    field = np.random.default_rng(5).uniform(-1, 1, (2, 2, 32, 32))
+    for sigma in (0.96, 1.92, 6.4):
+        ours = gaussian_taps(torch.from_numpy(field), gaussian_kernel(sigma, 3), "reflect").numpy()
+        ref = ndimage.gaussian_filter(field, (0, 0, sigma, sigma), mode="reflect", truncate=3)
+        np.testing.assert_allclose(ours, ref, atol=1e-12)
+    layer = torch.from_numpy(cifar[:3, :, :, 0].astype(np.float32) / 255)
+    for factor in (1.0, 1.25, 1.75, 2.25):
+        ours = weather.zoom_layer(layer, factor).numpy()
+        ch = int(np.ceil(32 / factor))
+        top = (32 - ch) // 2
+        for i in range(3):
+            z = ndimage.zoom(layer[i, top:top + ch, top:top + ch].double().numpy(), factor, order=1)
+            trim = (z.shape[0] - 32) // 2
+            np.testing.assert_allclose(ours[i], z[trim:trim + 32, trim:trim + 32], atol=1e-6)
+
+
 def test_the_inverse_normal_cdf_is_erfinv_to_float_precision():
     from pabench.datasets.corruptions.rng import normal_from_uniform
 

@@ -5,6 +5,7 @@ figure and table is written, and each claim's verdict follows the numbers (it fl
 data are built to violate it)."""
 import numpy as np
 import pandas as pd
+from PIL import Image
 import pytest
 
 from pabench.core.io import read_table, write_csv
@@ -431,6 +432,31 @@ def test_every_figure_is_written(tmp_path):
         figures.fig5(dict(files), outputs(tmp_path, "x"), dict(META), shift="cifar10.1")
 
 
+def test_degenerate_models_are_listed_marked_and_left_out_of_fits_and_figures(tmp_path):
+    """A model flagged degenerate on one of its rows (oodrb_shifts writes the flag on all of
+    them; the threat rows may come from a separate table) stays on the leaderboard, marked, and
+    is left out of every fit and figure, whose caption says so."""
+    shifts = make_shifts().assign(degenerate=False)
+    shifts.loc[(shifts.model == "at7") & (shifts["shift"] == "id"), "degenerate"] = True
+    files = write(tmp_path, shifts=shifts, predictions=make_predictions())
+    t1 = tables.table1(files).set_index("model")
+    assert len(t1) == 13 and t1.degenerate.sum() == 1 and t1.loc["at7", "degenerate"]
+    assert "at7" not in set(A.read_shifts(files).model)
+    assert A.read_shifts(files, keep_degenerate=True).groupby("model").degenerate.all()["at7"]
+    f = tables.fits(files)
+    every = tables.fits(write(tmp_path / "all", shifts=make_shifts()))
+    n = {name: t[(t.group == "AT") & (t["shift"] == "OOD_d") & (t.pair == "rob-rob")].n.iloc[0]
+         for name, t in (("flagged", f), ("every", every))}
+    assert n["flagged"] == n["every"] - 1
+    figures.fig1(dict(files), outputs(tmp_path, "fig1"), dict(META))
+    assert "at7" not in set(drawn(tmp_path, "fig1").model)
+    with Image.open(tmp_path / "fig1.png") as png:   # the caption is in the PNG's metadata
+        caption = png.text["Description"]
+    assert "1 of 13 models" in caption and "left out of this figure" in caption
+    with pytest.raises(ValueError, match="degenerate: not a boolean"):
+        A.read_shifts(write(tmp_path / "bad", shifts=shifts.assign(degenerate="maybe")))
+
+
 def test_figures_survive_missing_families_and_separate_threat_tables(tmp_path):
     shifts = make_shifts(naturals=())
     files = write(tmp_path, shifts=shifts[shifts.family != "threat"],
@@ -460,8 +486,8 @@ def test_every_table_has_its_columns(tmp_path):
     assert list(t1.columns) == [
         "model", "method", "architecture", "ID accuracy (%)", "OOD_d accuracy (%)",
         "ID robustness (%)", "OOD_d robustness (%)", "OOD_t robustness (%)", "OOD robustness (%)",
-        "rank ID", "rank OOD", "rank change", "OOD_d from", "OOD from"]
-    assert len(t1) == 13 and t1["rank ID"].iloc[0] == 1 and t1.model.iloc[0] == "at7"
+        "rank ID", "rank OOD", "rank change", "OOD_d from", "OOD from", "degenerate"]
+    assert len(t1) == 13 and not t1.degenerate.any() and t1["rank ID"].iloc[0] == 1 and t1.model.iloc[0] == "at7"
     assert (t1["ID robustness (%)"] == t1["ID robustness (%)"].round(1)).all()
     t3 = tables.table3(files).set_index("attack")
     assert list(t3.index) == ["PGD", "CW", "AutoAttack", "MM5"]

@@ -296,3 +296,36 @@ def test_confidence_stage_epochs_and_principal_component():
     # the two sets are separated along the main direction (a large cross-domain shift)
     assert abs(p0.mean() - p1.mean()) > 0.5
     assert abs(np.corrcoef(p0, t)[0, 1]) > 0.99
+
+
+def test_selected_accuracy_predicts_each_checkpoint_epoch_once():
+    """Model selection on several validation splits picks the same epoch often: its predictions
+    are computed once per (epoch, environment) and shared, and the accuracies stay each
+    checkpoint's own."""
+    from types import SimpleNamespace
+
+    from pabench.experiments.dg.compute import selected_accuracy
+
+    class Constant(torch.nn.Module):
+        """Predicts class `k` for every image and counts its forward passes."""
+        def __init__(self, k):
+            super().__init__()
+            self.k, self.calls = k, 0
+
+        def forward(self, x):
+            self.calls += 1
+            return torch.nn.functional.one_hot(torch.full((len(x),), self.k), 2).float()
+
+    labels = np.array([3, 3, 3, 5])                 # classes [3, 5]: class index 0 is digit 3
+    split = {"test_1": SimpleNamespace(images=np.zeros((4, 3, 8, 8), np.uint8), labels=labels),
+             "test_2": SimpleNamespace(images=np.zeros((4, 3, 8, 8), np.uint8), labels=labels[::-1])}
+    first, second = Constant(0), Constant(1)
+    state = lambda epoch: {"classes": [3, 5], "epoch": epoch}   # noqa: E731
+    cache = {}
+    a = selected_accuracy({"best_acc": (first, state(4)), "best_pa": (second, state(7))}, split, "cpu", cache)
+    # another validation split selected the same epochs: no new forward pass
+    b = selected_accuracy({"best_acc": (first, state(4)), "best_pa": (second, state(7))}, split, "cpu", cache)
+    assert first.calls == second.calls == 2          # one per environment, not per call
+    assert a.equals(b)
+    assert a.acc_best_acc.tolist() == [0.75, 0.75] and a.acc_best_pa.tolist() == [0.25, 0.25]
+    assert a.epoch_best_pa.tolist() == [7, 7]

@@ -77,7 +77,7 @@ rule adv_attack:
         robustbench_weights=config["adversarial"].get("robustbench_weights", "download"),
     wildcard_constraints:
         dataset="mnist32|cifar10|imagenet",
-        adv_model=r"[A-Za-z0-9_.\-]+",
+        adv_model=r"[A-Za-z0-9_.+\-]+",
         attack="|".join(ATTACKS),
         eps=rf"[0-9.\-]+|{MIN_NORM}",
     log:
@@ -104,7 +104,7 @@ rule adv_score:
         pa=adv.pa_settings(config),
     wildcard_constraints:
         dataset="mnist32|cifar10|imagenet",
-        adv_model=r"[A-Za-z0-9_.\-]+",
+        adv_model=r"[A-Za-z0-9_.+\-]+",
         attack="|".join(ATTACKS),
     log:
         paths.log("adv_score", "{dataset}", "{adv_model}", "{attack}"),

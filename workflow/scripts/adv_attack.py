@@ -5,7 +5,8 @@ import torch
 from pabench.adversarial import datasets
 from pabench.adversarial.attacks import attack_dataset
 from pabench.adversarial import robustbench
-from pabench.adversarial.models import load_zoo_model
+from pabench.adversarial.models import JpegReverseSigmoid, load_zoo_model
+from pabench.experiments.adversarial.plan import pretrained
 from pabench.training.loop import resolve_device
 from pabench.workflow import job
 
@@ -22,8 +23,11 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
                              f"{info['image_size']} px cannot classify {smk.input.test} "
                              f"({labels.max() + 1} classes, {images.shape[-1]} px)")
     else:
-        model = robustbench.load(name, smk.wildcards.dataset, smk.params.robustbench_dir, device,
+        model_id, defended = pretrained(name)
+        model = robustbench.load(model_id, smk.wildcards.dataset, smk.params.robustbench_dir, device,
                                  smk.params.robustbench_weights)
+        if defended:
+            model = JpegReverseSigmoid(model, **smk.params.jpeg_rs).to(device).eval()
     record = attack_dataset(model, images, labels, smk.wildcards.attack, smk.params.eps, dict(smk.params.settings),
                             smk.output.record, smk.params.batch_size, device, int(labels.max()) + 1)
     run.log({"attack_success_rate": float(record["success"].mean()),

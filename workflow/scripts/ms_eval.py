@@ -4,6 +4,7 @@ import pandas as pd
 
 from pabench.experiments.dg import compute as dg
 from pabench.datasets.splits import load_split
+from pabench.core import paths
 from pabench.core.io import read_table, write_csv
 from pabench.reporting import degenerate
 from pabench.training.loop import load_checkpoint, resolve_device
@@ -13,11 +14,11 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     device = resolve_device(smk.params.device)
     test = load_split(smk.input.test)
-    tables = []
+    tables, predictions = [], {}   # predictions by (epoch, env): checkpoints share epochs
     for k, (split, label) in enumerate(smk.params.validation.items()):  # the first: the main one
-        suffix = "" if k == 0 else f"-{split}"
-        models = {name: load_checkpoint(getattr(smk.input, name + suffix), device) for name in ("best_acc", "best_pa")}
-        tables.append(dg.selected_accuracy(models, test, device).assign(validation=label))
+        inputs = {name: paths.selection_checkpoint(name, split if k else None) for name in ("best_acc", "best_pa")}
+        models = {name: load_checkpoint(getattr(smk.input, key), device) for name, key in inputs.items()}
+        tables.append(dg.selected_accuracy(models, test, device, predictions).assign(validation=label))
     table = pd.concat(tables, ignore_index=True)
     table.insert(0, "setting", smk.params.label)
     table.insert(1, "algorithm", smk.wildcards.algorithm)

@@ -25,7 +25,9 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
             run.log({"skipped_threats": skipped})
             print(f"threat shifts {skipped} skipped: PPGD and LPA need LPIPS AlexNet weights "
                   "and are not implemented yet")
-        threats = compute.threats(config, name, model, data, pa, device)
+        # the model's flag (from its ID accuracy and its PA under the dataset shifts) on its threat rows too
+        threats = compute.threats(config, name, model, data, pa, device).assign(
+            degenerate=bool(table.degenerate.iloc[0]))
         write_csv(smk.output.threats, threats)
         run.log_table("threats", threats)
     else:

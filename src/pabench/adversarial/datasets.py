@@ -9,7 +9,8 @@ int64 (N,).
   read with a restricted unpickler, so that a tampered batch file cannot run code.
 - "cifar100": CIFAR-100 the same way, with its 100 fine labels.
 - "imagenet": a random, seeded subset of an ImageNet validation folder in ImageFolder layout,
-  preprocessed as RobustBench's "Res256Crop224" (shorter side to 256, center crop 224).
+  preprocessed as RobustBench's "Res256Crop224" (shorter side to 256, center crop 224) by
+  default; the PA paper's 256 x 256 inputs are image_size = resize = 256 (paper.yaml).
 
 `save_split` / `load_split` keep a chosen split as .npz so that later steps reuse the exact images.
 """
@@ -247,16 +248,29 @@ def cifar100(root, split: str, download: bool = True):
 # ---------------------------------------------------------------------------------------------
 # ImageNet validation subset
 
+IMAGENET_CLASSES = 1000
+
+
 def _list_images(folder: Path):
     """(paths, labels) in ImageFolder order: class = index of its folder among the sorted
-    subfolders; files within a class sorted by name (not recursive)."""
+    subfolders, or the folder's own name where every folder is named by a class index (0-999),
+    so that a subset of ImageNet's classes keeps ImageNet's labels; files within a class sorted
+    by name (not recursive)."""
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such folder")
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
     if not classes:
         raise ValueError(f"{folder}: no class folders (expected folder/<class>/<images>)")
+    by_index = all(name.isdigit() and int(name) < IMAGENET_CLASSES for name in classes)
+    if by_index:
+        classes.sort(key=int)
+    elif len(classes) != IMAGENET_CLASSES:
+        log.warning("%s: %d class folders, labelled by their sorted position; they match ImageNet's "
+                    "labels only with all %d wnid folders (name a subset's folders by class index, "
+                    "0-%d)", folder, len(classes), IMAGENET_CLASSES, IMAGENET_CLASSES - 1)
     paths, labels = [], []
-    for index, name in enumerate(classes):
+    for position, name in enumerate(classes):
+        index = int(name) if by_index else position
         files = sorted(p for p in (folder / name).iterdir()
                        if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
         paths.extend(files)
@@ -291,8 +305,8 @@ def _load_image(path: Path, image_size: int, resize: int) -> np.ndarray:
 
 def imagenet(folder, n: int, seed: int, image_size: int = 224, resize: int = 256):
     """`n` images drawn uniformly without replacement (seeded) from an ImageFolder-layout
-    validation folder, in file order.  Labels are the sorted class folders' positions, so they
-    match the 1000 ImageNet classes only when all 1000 (wnid-named) folders are present."""
+    validation folder, in file order.  Labels: see _list_images (ImageNet's own with all 1000
+    wnid folders, or with folders named by class index)."""
     from tqdm.auto import tqdm
 
     if n < 1:

@@ -14,7 +14,7 @@ REPO_SCHEMA = Path("workflow/schemas/config.schema.yaml")
 
 
 # Experiments whose package has a `checks` module (pabench.experiments.<name>.checks).
-CHECKED_EXPERIMENTS = ("diagvib", "dg", "adversarial", "avgcase", "oodrb")
+CHECKED_EXPERIMENTS = ("diagvib", "dg", "adversarial", "avgcase", "oodrb", "text")
 _CHECKS: list = []
 
 

@@ -149,6 +149,12 @@ MS_TABLE = "data/results/model_selection.csv"
 FIG11 = "fig11"  # the setting of Figure 11's own training runs (Appendix D)
 
 
+def selection_checkpoint(criterion: str, split: str | None = None) -> str:
+    """A model-selection checkpoint's name in model_dir: "best_acc" / "best_pa" on the main
+    validation split, "best_acc-<split>" on another one (Appendix E)."""
+    return criterion if split is None else f"{criterion}-{split}"
+
+
 def model_dir(run: TrainRun | None = None, algorithm="{algorithm}", seed="{seed}", setting=None) -> str:
     """The checkpoints of a training run: shift-factor study (setting None), Figure 11's runs
     (setting FIG11) or model selection (a co-occurrence setting)."""
@@ -327,3 +333,52 @@ def oodrb_file(kind: str, dataset="{dataset}", model="{oodrb_model}") -> str:
 def oodrb_table(kind: str) -> str:
     """A tidy table of every model's per-model files of one kind (rule oodrb_table)."""
     return f"data/results/oodrb/{kind}.csv"
+
+
+# ------------------------------------------------------------------ text shifts (PA paper, Appendix C)
+# The IMDB test reviews scored (rule text_data), the classifier saved locally (rule text_model),
+# one logits file per view: the clean reviews or one shift strategy at one power W (rule
+# text_logits), and the tidy table of PA and accuracy per view (rule text_score).
+TEXT_REVIEWS = "data/text/imdb_test.json"
+TEXT_MODEL = "data/text/model"
+TEXT_TABLE = "data/results/text/scores.csv"
+_TEXT_LOGITS = "data/text/logits/{view}.npz"
+CLEAN = "clean"
+
+
+@dataclass(frozen=True)
+class TextView:
+    """The reviews one text_logits job scores: clean (strategy None) or shifted by `strategy`
+    with 2^power replacements."""
+    strategy: str | None = None
+    power: int | None = None
+
+    def __post_init__(self):
+        if (self.strategy is None) != (self.power is None):
+            raise ValueError("a text view has both a strategy and a power W, or neither (clean)")
+        if self.strategy is not None and not re.fullmatch(r"[a-z]+", self.strategy):
+            raise ValueError(f"text view strategy {self.strategy!r} is not a lowercase name")
+        if self.power is not None and self.power < 0:
+            raise ValueError(f"text view power W = {self.power} is negative")
+
+    @property
+    def tag(self) -> str:
+        return CLEAN if self.strategy is None else f"{self.strategy}-w{self.power}"
+
+    @classmethod
+    def of(cls, tag: str) -> TextView:
+        """From its tag: "clean" or "<strategy>-w<W>"."""
+        if tag == CLEAN:
+            return cls()
+        match = re.fullmatch(r"([a-z]+)-w(\d+)", str(tag))
+        if not match:
+            raise ValueError(f"{tag!r} is not a text view tag ('clean' or '<strategy>-w<W>')")
+        return cls(match[1], int(match[2]))
+
+
+def text_logits(view="{view}") -> str:
+    return _TEXT_LOGITS.format(view=view.tag if isinstance(view, TextView) else view)
+
+
+def parse_text_logits(path) -> TextView:
+    return TextView.of(_parse(_TEXT_LOGITS, path)["view"])

@@ -7,6 +7,7 @@ from pabench.core import paths
 from pabench.core.paths import UNBOUNDED, Eps
 from pabench.experiments.adversarial import plan as adv
 from pabench.experiments.dg import plan as dg
+from pabench.experiments.text import plan as text
 from pabench.reporting.registry import Entry, Paper
 
 P = "pa"
@@ -158,6 +159,18 @@ ENTRIES = (
           claims=("dg-lisa-highest-beta",)),
     _confidence_figure("fig09", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
                        "FMN at AR = 0.5 and AR = 1"),
+    Entry(P, "fig10", "pabench.experiments.text.figures:fig10", "text",
+          "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a DistilBERT sentiment "
+          "classifier on IMDB test reviews against the shift power W (2^W replacements per "
+          "review): Levenshtein (character insertions, deletions, substitutions), Amplification "
+          "(words replaced by adjectives of the review's true sentiment) and Contradiction "
+          "(adjectives of the opposite sentiment); the clean accuracy dotted. Paper scale only: "
+          "IMDB and the DistilBERT weights are downloaded (no offline sentiment corpus or text "
+          "model on PyPI or Debian)",
+          inputs=lambda c: {"table": paths.TEXT_TABLE},
+          args=lambda c: {"strategies": list(c["text"]["strategies"])},
+          meta=text.figure_meta, enabled=text.enabled,
+          claims=("text-amplification-pa-not-accuracy", "text-levenshtein-contradiction-both-fall")),
     Entry(P, "fig11", "pabench.experiments.dg.figures:fig11", "dg",
           "Figure 11: first principal component (scaled to [-1, 1]) of the penultimate features "
           "of 128 paired validation samples in env0 (red) and env1 (blue), coloured by class, for "
@@ -255,10 +268,12 @@ def _claim_tables(config: dict) -> dict:
               "adversarial": paths.adv_table(adv.main_dataset(config))}
     if adv.imagenet_on(config):
         tables["imagenet"] = paths.adv_table("imagenet")
+    if text.enabled(config):
+        tables["text"] = paths.TEXT_TABLE
     return tables
 
 
 PAPER = Paper(P, "PA robustness paper (TMLR)", ENTRIES, extra_targets=_datasets,
               claim_modules=("pabench.experiments.toy.claims", "pabench.experiments.adversarial.claims",
-                             "pabench.experiments.dg.claims"),
+                             "pabench.experiments.dg.claims", "pabench.experiments.text.claims"),
               claim_tables=_claim_tables)

@@ -28,7 +28,7 @@ CHECKS = "Reproduction checks"
 EXPERIMENTS = {"toy": "Toy examples", "diagvib": "DiagViB-6 datasets",
                "dg": "Domain generalisation", "model_selection": "Model selection",
                "adversarial": "Adversarial robustness", "avgcase": "Average-case robustness",
-               "oodrb": "OOD adversarial robustness",
+               "oodrb": "OOD adversarial robustness", "text": "Text shifts (PA is not accuracy)",
                "checks": "Claims and timings"}
 
 

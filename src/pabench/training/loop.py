@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from pabench.core import paths
 from pabench.core.io import atomic_path
 from pabench.metrics import posterior_agreement
 from pabench.models import BACKBONES, Classifier
@@ -205,7 +206,8 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
         for name, (pair, ys) in extra.items():
             accs, pa = _validate(model, pair, ys, device)
             row[f"val_acc-{name}"], row[f"val_logpa-{name}"] = float(np.mean(accs)), pa.logpa
-            selection.update({f"best_acc-{name}": row[f"val_acc-{name}"], f"best_pa-{name}": pa.logpa})
+            selection.update({paths.selection_checkpoint("best_acc", name): row[f"val_acc-{name}"],
+                              paths.selection_checkpoint("best_pa", name): pa.logpa})
         rows.append(row)
         log.info("epoch %d: %s", epoch + 1, {k: round(v, 4) for k, v in row.items()})
         if tracker is not None:

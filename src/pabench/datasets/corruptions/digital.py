@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pabench.datasets.corruptions.filters import bilinear, gaussian
+from pabench.datasets.corruptions.filters import bilinear, gaussian_kernel, gaussian_taps
 
 BRIGHTNESS = (0.05, 0.1, 0.15, 0.2, 0.3)
 CONTRAST = (0.75, 0.5, 0.4, 0.3, 0.15)
@@ -50,29 +50,43 @@ def contrast(x, severity, rs):
     return ((x - mean) * CONTRAST[severity - 1] + mean).clamp_(0, 1) * 255
 
 
-def elastic_transform(x, severity, rs):
-    """A random affine warp (OpenCV warpAffine: bilinear, mirrored borders) of three points
-    jittered by +-affine, then a displacement field of smoothed uniform noise (sigma, scaled
-    by alpha; scipy map_coordinates, order 1, reflected borders).  OpenCV's 1/32-pixel
-    coordinate rounding is not reproduced."""
-    alpha, sigma, affine = ELASTIC[severity - 1]
-    x = x.float() / 255
-    b, _, h, w = x.shape
+def elastic_affine(rs, batch: int, h: int, w: int, affine: float) -> np.ndarray:
+    """Each image's inverse affine map (B, 2, 3) float32, output (x, y, 1) -> source (x, y): three
+    points jittered by U(-affine, affine) (the reference's getAffineTransform), the first draws
+    of the image's stream."""
     centre, half = np.float32(h // 2), (min(h, w) // 3)
     src = np.array([[centre + half, centre + half], [centre + half, centre - half],
                     [centre - half, centre - half]], np.float32)              # (x, y) points
     dst = src + rs.between(-affine, affine, 3, 2).astype(np.float32)
     ones = np.ones((3, 1), np.float32)
     forward = np.linalg.solve(np.hstack([src, ones])[None], dst).transpose(0, 2, 1)  # (B, 2, 3)
-    full = np.concatenate([forward, np.broadcast_to([[[0, 0, 1]]], (b, 1, 3))], 1)
-    inverse = torch.from_numpy(np.linalg.inv(full)[:, :2].astype(np.float32))
+    full = np.concatenate([forward, np.broadcast_to([[[0, 0, 1]]], (batch, 1, 3))], 1)
+    return np.ascontiguousarray(np.linalg.inv(full)[:, :2], dtype=np.float32)
+
+
+def elastic_kernel(sigma: float) -> np.ndarray:
+    """The displacement field's Gaussian (truncated at 3 sigma); sigma 0 (severity 1): no
+    smoothing, the one-tap kernel [1]."""
+    return gaussian_kernel(sigma, truncate=3) if sigma > 0 else np.ones(1)
+
+
+def elastic_transform(x, severity, rs):
+    """A random affine warp (OpenCV warpAffine: bilinear, mirrored borders) of three points
+    jittered by +-affine, then a displacement field of smoothed uniform noise (sigma, scaled
+    by alpha; scipy map_coordinates, order 1, reflected borders).  OpenCV's 1/32-pixel
+    coordinate rounding is not reproduced.  Every sum has a fixed order (the affine map's
+    terms left to right, the Gaussian's taps one at a time), native.c's."""
+    alpha, sigma, affine = ELASTIC[severity - 1]
+    x = x.float() / 255
+    b, _, h, w = x.shape
+    m = torch.from_numpy(elastic_affine(rs, b, h, w, affine))[:, :, :, None, None]
     yy, xx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
                             indexing="ij")
-    grid = torch.stack([xx, yy, torch.ones_like(xx)]).reshape(3, -1)
-    sx, sy = (inverse @ grid).reshape(b, 2, h, w).unbind(1)
+    sx = (m[:, 0, 0] * xx + m[:, 0, 1] * yy) + m[:, 0, 2]
+    sy = (m[:, 1, 0] * xx + m[:, 1, 1] * yy) + m[:, 1, 2]
     x = bilinear(x, sy, sx, "mirror")
     field = torch.from_numpy(rs.between(-1, 1, 2, h, w))
-    d = (gaussian(field, sigma, mode="reflect", truncate=3) * alpha).float()
+    d = (gaussian_taps(field, elastic_kernel(sigma), "reflect") * alpha).float()
     dx, dy = d[:, 0], d[:, 1]
     return bilinear(x, yy + dy, xx + dx, "reflect").clamp_(0, 1) * 255
 
@@ -127,15 +141,30 @@ def quant_table(base: np.ndarray, quality: int) -> torch.Tensor:
     return torch.from_numpy(np.clip((base * scale + 50) // 100, 1, 255).astype(np.float64))
 
 
+def _along(x: torch.Tensor, m: torch.Tensor, axis: int) -> torch.Tensor:
+    """m applied along the last (axis -1) or second-last (axis -2) axis of 8x8 blocks:
+    out[a] = sum over k of m[a, k] x[k], one product at a time in ascending k (native.c's order,
+    so both paths quantise a coefficient that sits on a rounding boundary alike)."""
+    if axis == -2:
+        terms = (m[:, k, None] * x[..., k:k + 1, :] for k in range(8))
+    else:
+        terms = (x[..., :, k:k + 1] * m[:, k] for k in range(8))
+    out = next(terms)
+    for t in terms:
+        out = out + t
+    return out
+
+
 def _blocks_roundtrip(plane: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Level shift, 8x8 DCT, quantise (round half away from zero), dequantise, inverse DCT,
     round and clamp to 0..255, for planes (B, H, W) with H, W multiples of 8."""
     b, h, w = plane.shape
     d = torch.from_numpy(_DCT)
     blocks = (plane - 128).reshape(b, h // 8, 8, w // 8, 8).transpose(2, 3)
-    coef = d @ blocks @ d.T
+    coef = _along(_along(blocks, d, -2), d, -1)                          # d X d^T
     coef = torch.sign(coef) * torch.floor(coef.abs() / q + 0.5) * q
-    back = (d.T @ coef @ d).transpose(2, 3).reshape(b, h, w)
+    back = _along(_along(coef, d.T, -2), d.T, -1)                       # d^T C d
+    back = back.transpose(2, 3).reshape(b, h, w)
     return (back + 128.5).floor_().clamp_(0, 255)
 
 

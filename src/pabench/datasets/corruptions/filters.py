@@ -61,6 +61,23 @@ def gaussian(x: torch.Tensor, sigma: float, mode: str = "nearest", truncate: flo
     return separable(x, gaussian_kernel(sigma, truncate), mode)
 
 
+def gaussian_taps(x: torch.Tensor, k1d, mode: str) -> torch.Tensor:
+    """`separable` with the taps summed one at a time from zero in ascending order (horizontal
+    pass, then vertical): a fixed summation order that native.c repeats, unlike conv2d's."""
+    k = [float(v) for v in np.asarray(k1d)]
+    r = len(k) // 2
+    h, w = x.shape[-2:]
+    xp = pad(x, 0, r, mode)
+    out = torch.zeros_like(x)
+    for t, weight in enumerate(k):
+        out += weight * xp[..., :, t:t + w]
+    xp = pad(out, r, 0, mode)
+    out = torch.zeros_like(x)
+    for t, weight in enumerate(k):
+        out += weight * xp[..., t:t + h, :]
+    return out
+
+
 def bilinear(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, mode: str) -> torch.Tensor:
     """x (B, C, H, W) sampled at per-image coordinates rows, cols (B, H', W'), linear
     interpolation between the four neighbours, out-of-range neighbours folded by `mode`."""

@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 8 doubles, lane-wise operations (GCC / clang vector extension): each lane does the scalar
+ * operations, in the same order */
+typedef double v8d __attribute__((vector_size(64)));
+typedef double v8du __attribute__((vector_size(64), aligned(8)));   /* at any double */
+
 /* ---- rng.py's stream: SplitMix64's finaliser of (index << 32) + counter, times GAMMA, + key */
 
 static inline uint64_t mix(uint64_t z) {
@@ -164,6 +169,7 @@ void cc_shot_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const u
 static inline long clampi(long i, long n) { return i < 0 ? 0 : (i >= n ? n - 1 : i); }
 
 static inline long mirror(long i, long n) {      /* OpenCV's BORDER_REFLECT_101 */
+    if (i >= 0 && i < n) return i;               /* inside: no division */
     long period = n > 1 ? 2 * n - 2 : 1;
     i %= period;
     if (i < 0) i += period;
@@ -175,6 +181,7 @@ static inline long mirror(long i, long n) {      /* OpenCV's BORDER_REFLECT_101 
 static void add_shifted(double *acc, const double *src, long h, long w, long c, const long *rows,
                         const long *cols, long dx, double weight) {
     long q0 = dx < 0 ? -dx : 0, q1 = dx > 0 ? w - dx : w;   /* q + dx inside [0, w) */
+    if (q0 > w) q0 = w;                                      /* a shift wider than the image */
     if (q1 < q0) q1 = q0;
     for (long r = 0; r < h; r++) {
         double *a = acc + r * w * c;
@@ -188,8 +195,22 @@ static void add_shifted(double *acc, const double *src, long h, long w, long c, 
     }
 }
 
-/* ImageMagick's motion blur on uint8 (h, w, c) images: tap t reads the pixel at (dy, dx)[b, t]
- * (edges repeated), weights k; the sum is rounded half to even. */
+/* ImageMagick's motion blur of one (h, w, c) image held as doubles: tap t reads the pixel at
+ * (dy, dx)[t] (edges repeated), weights k, summed tap by tap into acc and rounded half to even;
+ * rows (h) and cols (w) are scratch. */
+static void motion_image(const double *src, double *acc, long h, long w, long c, const double *k,
+                         long taps, const int64_t *dy, const int64_t *dx, long *rows, long *cols) {
+    memset(acc, 0, h * w * c * sizeof(double));
+    for (long t = 0; t < taps; t++) {
+        long sy = dy[t], sx = dx[t];
+        for (long r = 0; r < h; r++) rows[r] = clampi(r + sy, h);
+        for (long q = 0; q < w; q++) cols[q] = clampi(q + sx, w);
+        add_shifted(acc, src, h, w, c, rows, cols, sx, k[t]);
+    }
+    for (long i = 0; i < h * w * c; i++) acc[i] = rint(acc[i]);
+}
+
+/* Motion blur of uint8 (h, w, c) images, (dy, dx) (n_img, taps) per image. */
 void cc_motion_blur(const uint8_t *img, uint8_t *out, long n_img, long h, long w, long c,
                     const double *k, long taps, const int64_t *dy, const int64_t *dx) {
     long n = h * w * c;
@@ -197,17 +218,9 @@ void cc_motion_blur(const uint8_t *img, uint8_t *out, long n_img, long h, long w
     long *rows = malloc(h * sizeof(long)), *cols = malloc(w * sizeof(long));
     for (long b = 0; b < n_img; b++) {
         for (long i = 0; i < n; i++) src[i] = (double)img[b * n + i];
-        memset(acc, 0, n * sizeof(double));
-        for (long t = 0; t < taps; t++) {
-            long sy = dy[b * taps + t], sx = dx[b * taps + t];
-            for (long r = 0; r < h; r++) rows[r] = clampi(r + sy, h);
-            for (long q = 0; q < w; q++) cols[q] = clampi(q + sx, w);
-            add_shifted(acc, src, h, w, c, rows, cols, sx, k[t]);
-        }
-        for (long i = 0; i < n; i++) {
-            double v = rint(acc[i]);
-            out[b * n + i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
-        }
+        motion_image(src, acc, h, w, c, k, taps, dy + b * taps, dx + b * taps, rows, cols);
+        for (long i = 0; i < n; i++)
+            out[b * n + i] = (uint8_t)(acc[i] < 0 ? 0 : (acc[i] > 255 ? 255 : acc[i]));
     }
     free(src), free(acc), free(rows), free(cols);
 }
@@ -341,4 +354,362 @@ void cc_pixelate(const uint8_t *img, uint8_t *out, long n_img, long h, long w, l
         for (long i = 0; i < n; i++) out[b * n + i] = (uint8_t)t[i];
     }
     free(a), free(t);
+}
+
+/* ---- JPEG: digital.py's jpeg_roundtrip (4:2:0, libjpeg's rounding), the 8x8 DCT sums taken
+ * in its fixed order: one product at a time, k ascending */
+
+/* out[p] = sum_k s[p][k] v[k] for the 8 rows p: lane-wise products and sums, one at a time in
+ * ascending k (vector lanes do the scalar operations, so the order is the fallback's) */
+static inline void combine8(const double *restrict s, const v8d *restrict v, v8d *restrict out) {
+    for (int p = 0; p < 8; p++) {
+        v8d acc = s[p * 8] * v[0];
+        for (int k = 1; k < 8; k++) acc += s[p * 8 + k] * v[k];
+        out[p] = acc;
+    }
+}
+
+/* combine8 over the k with use[k] only, from 0: a skipped term is a product with a zero, +-0,
+ * which changes no sum (but the sign of a zero, and every sum here later gets 128.5 added) */
+static inline void combine8_some(const double *restrict s, const v8d *restrict v,
+                                 const int *use, v8d *restrict out) {
+    for (int p = 0; p < 8; p++) {
+        v8d acc = {0};
+        for (int k = 0; k < 8; k++)
+            if (use[k]) acc += s[p * 8 + k] * v[k];
+        out[p] = acc;
+    }
+}
+
+/* Every 8x8 block of an (h, w) plane of levels, in place: shift by -128, DCT d X d^T,
+ * quantise with q (round half away from zero), dequantise, inverse DCT d^T C d, + 128.5,
+ * floor, clamp.  Row k of X d^T is sum_j X[., j] d[., j]: combine8 with X's entries as the
+ * scalars and d^T's rows as the vectors.  The inverse skips the all-zero rows and columns of
+ * the quantised C (most of them at these qualities). */
+static void jpeg_plane(double *plane, long h, long w, const double *q, const v8d *d,
+                       const v8d *dt) {
+    v8d x[8], t[8], c[8];
+    for (long by = 0; by < h; by += 8)
+        for (long bx = 0; bx < w; bx += 8) {
+            for (int i = 0; i < 8; i++) {
+                memcpy(&x[i], plane + (by + i) * w + bx, sizeof(v8d));
+                x[i] -= 128;
+            }
+            combine8((const double *)d, x, t);           /* d X */
+            combine8((const double *)t, dt, c);          /* (d X) d^T */
+            double *cf = (double *)c;
+            for (int i = 0; i < 64; i++) {
+                double f = floor(fabs(cf[i]) / q[i] + 0.5) * q[i];
+                cf[i] = cf[i] > 0 ? f : (cf[i] < 0 ? -f : 0.0);
+            }
+            int row_used[8], col_used[8] = {0};
+            for (int i = 0; i < 8; i++) {
+                row_used[i] = 0;
+                for (int j = 0; j < 8; j++) {
+                    row_used[i] |= cf[i * 8 + j] != 0;
+                    col_used[j] |= cf[i * 8 + j] != 0;
+                }
+            }
+            combine8_some((const double *)dt, c, row_used, t);   /* d^T C */
+            combine8_some((const double *)t, d, col_used, x);    /* (d^T C) d */
+            for (int i = 0; i < 8; i++) {
+                double *row = plane + (by + i) * w + bx;
+                for (int j = 0; j < 8; j++) {
+                    double v = floor(x[i][j] + 128.5);
+                    row[j] = v < 0 ? 0 : (v > 255 ? 255 : v);
+                }
+            }
+        }
+}
+
+/* libjpeg's h2v2 fancy upsampling of an (h2, w2) plane to (2 h2, 2 w2), edges replicated;
+ * v is scratch of w2 + 2 */
+static void fancy_upsample(const double *c, double *out, long h2, long w2, double *v) {
+    long w = 2 * w2;
+    for (long r = 0; r < 2 * h2; r++) {
+        long near = r / 2, far = r % 2 ? (near + 1 < h2 ? near + 1 : near) : (near > 0 ? near - 1 : 0);
+        const double *cn = c + near * w2, *cf = c + far * w2;
+        double *o = out + r * w;
+        for (long q = 0; q < w2; q++) v[q + 1] = 3 * cn[q] + cf[q];
+        v[0] = v[1], v[w2 + 1] = v[w2];
+        for (long q = 0; q < w2; q++) {
+            o[2 * q] = floor((3 * v[q + 1] + v[q] + 8) / 16);
+            o[2 * q + 1] = floor((3 * v[q + 1] + v[q + 2] + 7) / 16);
+        }
+    }
+}
+
+/* JPEG round trip of RGB uint8 (h, w, 3) images, h and w multiples of 16; q_luma, q_chroma the
+ * quantisation tables, d the orthonormal DCT matrix and dt its transpose (all 8x8, row-major). */
+void cc_jpeg(const uint8_t *img, uint8_t *out, long n_img, long h, long w, const double *q_luma,
+             const double *q_chroma, const double *d, const double *dt) {
+    long hw = h * w, h2 = h / 2, w2 = w / 2;
+    v8d dv[8], dtv[8];
+    memcpy(dv, d, sizeof dv);
+    memcpy(dtv, dt, sizeof dtv);
+    double *y = malloc(hw * sizeof(double)), *cb = malloc(hw * sizeof(double)),
+           *cr = malloc(hw * sizeof(double)), *sb = malloc(h2 * w2 * sizeof(double)),
+           *sr = malloc(h2 * w2 * sizeof(double)), *row = malloc((w2 + 2) * sizeof(double));
+    for (long b = 0; b < n_img; b++) {
+        const uint8_t *x = img + b * hw * 3;
+        for (long p = 0; p < hw; p++) {
+            double rp = x[3 * p], gp = x[3 * p + 1], bp = x[3 * p + 2];
+            y[p] = floor(0.299 * rp + 0.587 * gp + 0.114 * bp + 0.5);
+            cb[p] = floor(-0.168735892 * rp - 0.331264108 * gp + 0.5 * bp + 128 + 0.5 - 1e-9);
+            cr[p] = floor(0.5 * rp - 0.418687589 * gp - 0.081312411 * bp + 128 + 0.5 - 1e-9);
+        }
+        for (long i = 0; i < h2; i++)                 /* 2x2 sums plus libjpeg's bias 1, 2, 1, 2 */
+            for (long q = 0; q < w2; q++) {
+                long at = 2 * i * w + 2 * q;
+                double bias = q % 2 ? 2 : 1;
+                sb[i * w2 + q] = floor((cb[at] + cb[at + 1] + cb[at + w] + cb[at + w + 1] + bias) / 4);
+                sr[i * w2 + q] = floor((cr[at] + cr[at + 1] + cr[at + w] + cr[at + w + 1] + bias) / 4);
+            }
+        jpeg_plane(y, h, w, q_luma, dv, dtv);
+        jpeg_plane(sb, h2, w2, q_chroma, dv, dtv);
+        jpeg_plane(sr, h2, w2, q_chroma, dv, dtv);
+        fancy_upsample(sb, cb, h2, w2, row);
+        fancy_upsample(sr, cr, h2, w2, row);
+        uint8_t *o = out + b * hw * 3;
+        for (long p = 0; p < hw; p++) {
+            double rp = y[p] + floor(1.402 * (cr[p] - 128) + 0.5);
+            double gp = y[p] + floor(-0.344136286 * (cb[p] - 128) - 0.714136286 * (cr[p] - 128) + 0.5);
+            double bp = y[p] + floor(1.772 * (cb[p] - 128) + 0.5);
+            o[3 * p] = (uint8_t)(rp < 0 ? 0 : (rp > 255 ? 255 : rp));
+            o[3 * p + 1] = (uint8_t)(gp < 0 ? 0 : (gp > 255 ? 255 : gp));
+            o[3 * p + 2] = (uint8_t)(bp < 0 ? 0 : (bp > 255 ? 255 : bp));
+        }
+    }
+    free(y), free(cb), free(cr), free(sb), free(sr), free(row);
+}
+
+/* ---- elastic transform: digital.py's elastic_transform */
+
+static inline long reflect(long i, long n) {     /* scipy's "reflect": b a | a b c | c b */
+    if (i >= 0 && i < n) return i;               /* inside: no division */
+    long period = 2 * n;
+    i %= period;
+    if (i < 0) i += period;
+    return i < period - 1 - i ? i : period - 1 - i;
+}
+
+static inline long fold(long i, long n, int reflected) {
+    return reflected ? reflect(i, n) : mirror(i, n);
+}
+
+enum { PAD = 8 };   /* border of the padded planes: the warps here move pixels a few pixels */
+
+/* The planar (3, h + 2 PAD, w + 2 PAD) copy of an image, borders folded; src is (h, w, 3)
+ * interleaved or (3, h, w) planar.  The rows' middles are copied, their ends folded, then the
+ * top and bottom rows copied from the folded rows. */
+static void pad_planes(const float *src, int interleaved, long h, long w, int reflected,
+                       float *dst) {
+    long ph = h + 2 * PAD, pw = w + 2 * PAD;
+    for (long c = 0; c < 3; c++) {
+        float *plane = dst + c * ph * pw;
+        for (long r = 0; r < h; r++) {
+            float *d = plane + (r + PAD) * pw + PAD;
+            if (interleaved)
+                for (long q = 0; q < w; q++) d[q] = src[(r * w + q) * 3 + c];
+            else
+                memcpy(d, src + (c * h + r) * w, w * sizeof(float));
+            for (long q = 1; q <= PAD; q++) {
+                d[-q] = d[fold(-q, w, reflected)];
+                d[w - 1 + q] = d[fold(w - 1 + q, w, reflected)];
+            }
+        }
+        for (long r = 0; r < PAD; r++) {
+            memcpy(plane + r * pw, plane + (fold(r - PAD, h, reflected) + PAD) * pw, pw * sizeof(float));
+            long bottom = h + PAD + r;
+            memcpy(plane + bottom * pw, plane + (fold(bottom - PAD, h, reflected) + PAD) * pw,
+                   pw * sizeof(float));
+        }
+    }
+}
+
+/* filters.bilinear of a padded image (pad_planes) at (rows[i], cols[i]), i < n, into the planar
+ * (3, n) out: one branch-free pass when every 2x2 neighbourhood lies in the padded planes (the
+ * usual case), else the borders folded sample by sample.  Both read the same values.  wr, wc
+ * and at (n each) are scratch. */
+static void bilinear_planes(const float *padded, long h, long w, int reflected,
+                            const float *rows, const float *cols, long n, float *out, float *wr,
+                            float *wc, int *at) {
+    long ph = h + 2 * PAD, pw = w + 2 * PAD;
+    int inside = 1;
+    for (long i = 0; i < n; i++)
+        inside &= (rows[i] >= (float)-PAD) & (rows[i] < (float)(h + PAD - 1)) &
+                  (cols[i] >= (float)-PAD) & (cols[i] < (float)(w + PAD - 1));
+    if (inside) {
+        for (long i = 0; i < n; i++) {
+            float r0 = floorf(rows[i]), c0 = floorf(cols[i]);
+            wr[i] = rows[i] - r0, wc[i] = cols[i] - c0;
+            at[i] = ((int)r0 + PAD) * (int)pw + (int)c0 + PAD;
+        }
+        for (int c = 0; c < 3; c++) {
+            const float *pl = padded + c * ph * pw;
+            float *o = out + c * n;
+            for (long i = 0; i < n; i++) {
+                const float *p = pl + at[i];
+                float top = p[0] * (1.0f - wc[i]) + p[1] * wc[i];
+                float bottom = p[pw] * (1.0f - wc[i]) + p[pw + 1] * wc[i];
+                o[i] = top * (1.0f - wr[i]) + bottom * wr[i];
+            }
+        }
+        return;
+    }
+    for (long i = 0; i < n; i++) {
+        float r0 = floorf(rows[i]), c0 = floorf(cols[i]);
+        float fr = rows[i] - r0, fc = cols[i] - c0;
+        long ir = (long)r0, ic = (long)c0;
+        long ra = fold(ir, h, reflected) + PAD, rb = fold(ir + 1, h, reflected) + PAD;
+        long ca = fold(ic, w, reflected) + PAD, cb = fold(ic + 1, w, reflected) + PAD;
+        for (int c = 0; c < 3; c++) {
+            const float *pl = padded + c * ph * pw;
+            float top = pl[ra * pw + ca] * (1.0f - fc) + pl[ra * pw + cb] * fc;
+            float bottom = pl[rb * pw + ca] * (1.0f - fc) + pl[rb * pw + cb] * fc;
+            out[c * n + i] = top * (1.0f - fr) + bottom * fr;
+        }
+    }
+}
+
+/* out[q] = sum_t k[t] rows[t][q] summed from 0 in ascending t, for q < w; 32 lanes at a time
+ * (four independent sums in flight), then 8, then one */
+static void taps_row(const double *const *rows, const double *k, long taps, long w, double *out) {
+    long q = 0;
+    for (; q + 32 <= w; q += 32) {
+        v8d a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (long t = 0; t < taps; t++) {
+            const v8du *s = (const v8du *)(rows[t] + q);
+            a0 += k[t] * s[0], a1 += k[t] * s[1], a2 += k[t] * s[2], a3 += k[t] * s[3];
+        }
+        v8du *o = (v8du *)(out + q);
+        o[0] = a0, o[1] = a1, o[2] = a2, o[3] = a3;
+    }
+    for (; q + 8 <= w; q += 8) {
+        v8d acc = {0};
+        for (long t = 0; t < taps; t++) acc += k[t] * *(const v8du *)(rows[t] + q);
+        *(v8du *)(out + q) = acc;
+    }
+    for (; q < w; q++) {
+        double acc = 0;
+        for (long t = 0; t < taps; t++) acc += k[t] * rows[t][q];
+        out[q] = acc;
+    }
+}
+
+/* Gaussian smoothing of an (h, w) double field in place, filters.gaussian_taps' order: the
+ * horizontal pass then the vertical one, each summing taps k[0..taps) from 0 one at a time,
+ * borders reflected; pad (w + taps), tmp (h * w) and rows (taps pointers) are scratch. */
+static void smooth_field(double *f, long h, long w, const double *k, long taps, double *pad,
+                         double *tmp, const double **rows) {
+    long rad = taps / 2;
+    for (long t = 0; t < taps; t++) rows[t] = pad + t;
+    for (long r = 0; r < h; r++) {
+        for (long q = 0; q < w + 2 * rad; q++) pad[q] = f[r * w + reflect(q - rad, w)];
+        taps_row(rows, k, taps, w, tmp + r * w);
+    }
+    for (long r = 0; r < h; r++) {
+        for (long t = 0; t < taps; t++) rows[t] = tmp + reflect(r + t - rad, h) * w;
+        taps_row(rows, k, taps, w, f + r * w);
+    }
+}
+
+/* Affine warp by the inverse matrices m (n_img, 2, 3) float32 (mirrored borders), then the
+ * displacement field: uniform(-1, 1) draws (dx field then dy field, from pair counter c0),
+ * smoothed with k, times alpha, as float32; bilinear resampling with reflected borders. */
+void cc_elastic(const uint8_t *img, uint8_t *out, long n_img, long h, long w, const float *m,
+                const uint64_t *index, uint64_t key, uint64_t c0, const double *k, long taps,
+                double alpha) {
+    long hw = h * w, padded = 3 * (h + 2 * PAD) * (w + 2 * PAD);
+    float *x = malloc(hw * 3 * sizeof(float)), *planes = malloc(padded * sizeof(float)),
+          *warped = malloc(hw * 3 * sizeof(float)), *u = malloc((2 * hw + 1) * sizeof(float)),
+          *sy = malloc(hw * sizeof(float)), *sx = malloc(hw * sizeof(float)),
+          *wr = malloc(hw * sizeof(float)), *wc = malloc(hw * sizeof(float));
+    int *at = malloc(hw * sizeof(int));
+    double *field = malloc(2 * hw * sizeof(double)), *pad = malloc((w + taps) * sizeof(double)),
+           *tmp = malloc(hw * sizeof(double));
+    const double **rows = malloc(taps * sizeof(double *));
+    for (long b = 0; b < n_img; b++) {
+        const float *mb = m + 6 * b;
+        for (long i = 0; i < hw * 3; i++) x[i] = (float)img[b * hw * 3 + i] / 255.0f;
+        pad_planes(x, 1, h, w, 0, planes);
+        for (long r = 0; r < h; r++)
+            for (long q = 0; q < w; q++) {
+                float fq = (float)q, fr = (float)r;
+                sx[r * w + q] = (mb[0] * fq + mb[1] * fr) + mb[2];
+                sy[r * w + q] = (mb[3] * fq + mb[4] * fr) + mb[5];
+            }
+        bilinear_planes(planes, h, w, 0, sy, sx, hw, warped, wr, wc, at);
+        uniforms(key, index[b], c0, 2 * hw, u);
+        for (long i = 0; i < 2 * hw; i++) field[i] = -1.0 + 2.0 * (double)u[i];
+        smooth_field(field, h, w, k, taps, pad, tmp, rows);            /* dx */
+        smooth_field(field + hw, h, w, k, taps, pad, tmp, rows);       /* dy */
+        for (long r = 0; r < h; r++)
+            for (long q = 0; q < w; q++) {
+                sx[r * w + q] = (float)q + (float)(field[r * w + q] * alpha);
+                sy[r * w + q] = (float)r + (float)(field[hw + r * w + q] * alpha);
+            }
+        pad_planes(warped, 0, h, w, 1, planes);
+        bilinear_planes(planes, h, w, 1, sy, sx, hw, x, wr, wc, at);
+        uint8_t *o = out + b * hw * 3;
+        for (long i = 0; i < hw; i++)
+            for (int c = 0; c < 3; c++) o[3 * i + c] = unit_to_u8(x[c * hw + i]);
+    }
+    free(x), free(planes), free(warped), free(u), free(sy), free(sx), free(field), free(pad);
+    free(tmp), free(rows), free(wr), free(wc), free(at);
+}
+
+/* ---- snow: weather.py's snow */
+
+/* The snow layer mean + std * normal (h * w draws from pair counter c0), zoomed by the
+ * per-axis taps (row_lo, row_hi, row_f), (col_lo, col_hi, col_f) of weather.zoom_taps, zeroed
+ * below threshold, as uint8 levels, motion-blurred along (dy, dx) (n_img, taps); the image
+ * blended towards its brightened grey, plus the layer and the layer turned by 180 degrees. */
+void cc_snow(const uint8_t *img, uint8_t *out, long n_img, long h, long w, const uint64_t *index,
+             uint64_t key, uint64_t c0, float mean, float std, const int64_t *row_lo,
+             const int64_t *row_hi, const double *row_f, const int64_t *col_lo,
+             const int64_t *col_hi, const double *col_f, float threshold, const double *k,
+             long taps, const int64_t *dy, const int64_t *dx, float blend, float keep) {
+    long hw = h * w;
+    float *u = malloc((hw + 1) * sizeof(float)), *layer = malloc(hw * sizeof(float)),
+          *snow = malloc(hw * sizeof(float));
+    double *levels = malloc(hw * sizeof(double)), *blurred = malloc(hw * sizeof(double));
+    long *rows = malloc(h * sizeof(long)), *cols = malloc(w * sizeof(long));
+    for (long b = 0; b < n_img; b++) {
+        uniforms(key, index[b], c0, hw, u);
+        for (long i = 0; i < hw; i++) {
+            float wt, z = normal_from_uniform(u[i], &wt);
+            if (wt >= 5.0f) z = normal_tail(u[i], wt);
+            layer[i] = mean + std * z;
+        }
+        for (long r = 0; r < h; r++) {
+            const float *lo = layer + row_lo[r] * w, *hi = layer + row_hi[r] * w;
+            double fy = row_f[r];
+            for (long q = 0; q < w; q++) {
+                double fx = col_f[q];
+                double top = (double)lo[col_lo[q]] * (1.0 - fx) + (double)lo[col_hi[q]] * fx;
+                double bottom = (double)hi[col_lo[q]] * (1.0 - fx) + (double)hi[col_hi[q]] * fx;
+                float v = (float)(top * (1.0 - fy) + bottom * fy);
+                if (v < threshold) v = 0.0f;
+                v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
+                levels[r * w + q] = (double)floorf(v * 255.0f);
+            }
+        }
+        motion_image(levels, blurred, h, w, 1, k, taps, dy + b * taps, dx + b * taps, rows, cols);
+        for (long i = 0; i < hw; i++) snow[i] = (float)blurred[i] / 255.0f;
+        const uint8_t *x = img + b * hw * 3;
+        uint8_t *o = out + b * hw * 3;
+        for (long i = 0; i < hw; i++) {
+            float x0 = (float)x[3 * i] / 255.0f, x1 = (float)x[3 * i + 1] / 255.0f,
+                  x2 = (float)x[3 * i + 2] / 255.0f;
+            float lift = ((x0 * 0.299f + x1 * 0.587f) + x2 * 0.114f) * 1.5f + 0.5f;
+            float add = snow[i], add2 = snow[hw - 1 - i];
+            float xs[3] = {x0, x1, x2};
+            for (int c = 0; c < 3; c++) {
+                float v = blend * xs[c] + keep * (xs[c] > lift ? xs[c] : lift);
+                o[3 * i + c] = unit_to_u8((v + add) + add2);
+            }
+        }
+    }
+    free(u), free(layer), free(snow), free(levels), free(blurred), free(rows), free(cols);
 }

@@ -20,7 +20,10 @@ from pabench.datasets.corruptions.frost import frost_textures
 
 SOURCE = Path(__file__).with_name("native.c")
 # No -ffast-math and no fused multiply-adds: the fallbacks' float operations, one for one.
-FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared")
+# -fno-trapping-math (no floating-point traps assumed) only lets GCC vectorise floor(); values
+# are unchanged (the byte-equality tests cover every kernel).
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+         "-fPIC", "-shared")
 
 _P, _L, _U64, _I, _F, _D = (ctypes.c_void_p, ctypes.c_long, ctypes.c_uint64, ctypes.c_int,
                             ctypes.c_float, ctypes.c_double)
@@ -33,6 +36,10 @@ _SIGNATURES = {
     "cc_brightness": [_P, _P, _L, _D],
     "cc_contrast": [_P, _P, _L, _L, _D],
     "cc_pixelate": [_P, _P, _L, _L, _L, _L, _L, _P, _P, _P, _P],
+    "cc_jpeg": [_P, _P, _L, _L, _L, _P, _P, _P, _P],
+    "cc_elastic": [_P, _P, _L, _L, _L, _P, _P, _U64, _U64, _P, _L, _D],
+    "cc_snow": [_P, _P, _L, _L, _L, _P, _U64, _U64, _F, _F, _P, _P, _P, _P, _P, _P, _F, _P, _L, _P,
+                _P, _F, _F],
 }
 
 
@@ -144,6 +151,48 @@ def pixelate(images, severity, rs):
     return out
 
 
+@lru_cache(maxsize=None)
+def _jpeg_tables(quality: int):
+    d = _f64(digital._DCT)
+    return (_f64(digital.quant_table(digital._LUMA, quality)),
+            _f64(digital.quant_table(digital._CHROMA, quality)), d, _f64(d.T))
+
+
+def jpeg_compression(images, severity, rs):
+    tables = _jpeg_tables(digital.JPEG[severity - 1])
+    out = np.empty_like(images)
+    b, h, w, _ = images.shape
+    load().cc_jpeg(_ptr(images), _ptr(out), b, h, w, *map(_ptr, tables))
+    return out
+
+
+def elastic_transform(images, severity, rs):
+    alpha, sigma, affine = digital.ELASTIC[severity - 1]
+    b, h, w, _ = images.shape
+    inverse = digital.elastic_affine(rs, b, h, w, affine)
+    start = rs.take(2 * h * w)                  # the displacement fields: dx, then dy
+    k = _f64(digital.elastic_kernel(sigma))
+    out = np.empty_like(images)
+    load().cc_elastic(_ptr(images), _ptr(out), b, h, w, _ptr(inverse), _ptr(rs.index), int(rs.key),
+                      start, _ptr(k), len(k), alpha)
+    return out
+
+
+def snow(images, severity, rs):
+    mean, std, zoom, threshold, radius, sigma, blend = weather.SNOW[severity - 1]
+    b, h, w, _ = images.shape
+    start = rs.take(h * w)                      # the layer's normal draws
+    k = _f64(blur.motion_kernel(radius, sigma))
+    dy, dx = blur.motion_offsets(len(k), weather.snow_angles(rs))
+    zoom_rows, zoom_cols = weather.zoom_taps(h, zoom), weather.zoom_taps(w, zoom)  # (lo, hi, f)
+    dy, dx = _i64(dy), _i64(dx)
+    out = np.empty_like(images)
+    load().cc_snow(_ptr(images), _ptr(out), b, h, w, _ptr(rs.index), int(rs.key), start, mean, std,
+                   *map(_ptr, zoom_rows), *map(_ptr, zoom_cols), threshold, _ptr(k), len(k), _ptr(dy),
+                   _ptr(dx), blend, 1 - blend)
+    return out
+
+
 FUSED = {
     "gaussian_noise": _pointwise_noise(0, noise.GAUSSIAN),
     "speckle_noise": _pointwise_noise(1, noise.SPECKLE),
@@ -155,4 +204,7 @@ FUSED = {
     "brightness": brightness,
     "contrast": contrast,
     "pixelate": pixelate,
+    "jpeg_compression": jpeg_compression,
+    "elastic_transform": elastic_transform,
+    "snow": snow,
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pabench.datasets.corruptions.blur import clipped_zoom, motion_blur_u8
+from pabench.datasets.corruptions.blur import motion_blur_u8
 from pabench.datasets.corruptions.filters import gaussian
 from pabench.datasets.corruptions.frost import frost_textures
 
@@ -18,19 +18,50 @@ FOG = ((0.2, 3), (0.5, 3), (0.75, 2.5), (1, 2), (1.5, 1.75))         # (strength
 SPATTER = ((0.62, 0.1, 0.7, 0.7, 0.5, 0), (0.65, 0.1, 0.8, 0.7, 0.5, 0),
            (0.65, 0.3, 1, 0.69, 0.5, 0), (0.65, 0.1, 0.7, 0.69, 0.6, 1),
            (0.65, 0.1, 0.5, 0.68, 0.6, 1))
-_GRAY = torch.tensor([0.299, 0.587, 0.114]).reshape(1, 3, 1, 1)      # OpenCV's RGB2GRAY
+
+
+def zoom_taps(n: int, factor: float):
+    """The reference's clipped_zoom along one axis of length n as linear-interpolation taps: for
+    each output position, source indices lo, hi (int64, into the whole axis) and the weight f of
+    hi (float64).  The centre ceil(n / factor) is zoomed to round(ch * factor) with corners
+    aligned (scipy.ndimage.zoom, order 1) and the centre n kept, as blur.clipped_zoom does."""
+    ch = int(np.ceil(n / factor))
+    top = (n - ch) // 2
+    side = int(round(ch * factor))
+    trim = (side - n) // 2
+    pos = (np.arange(n) + trim) * (ch - 1) / (side - 1)
+    lo = np.floor(pos)
+    hi = np.minimum(lo + 1, ch - 1)
+    return (lo + top).astype(np.int64), (hi + top).astype(np.int64), pos - lo
+
+
+def zoom_layer(layer: torch.Tensor, factor: float) -> torch.Tensor:
+    """clipped_zoom of float32 layers (B, H, W) by `zoom_taps`: interpolated in float64 along the
+    columns, then the rows, rounded to float32 (native.c's order)."""
+    _, h, w = layer.shape
+    r_lo, r_hi, fy = (torch.from_numpy(a) for a in zoom_taps(h, factor))
+    c_lo, c_hi, fx = (torch.from_numpy(a) for a in zoom_taps(w, factor))
+    v = layer.double()
+    cols = v[:, :, c_lo] * (1 - fx) + v[:, :, c_hi] * fx
+    fy = fy[:, None]
+    return (cols[:, r_lo] * (1 - fy) + cols[:, r_hi] * fy).float()
+
+
+def snow_angles(rs) -> np.ndarray:
+    """Each image's motion-blur angle of the snow layer, drawn after its h * w layer draws."""
+    return rs.between(-135, -45, 1)[:, 0]
 
 
 def snow(x, severity, rs):
     mean, std, zoom, threshold, radius, sigma, blend = SNOW[severity - 1]
     x = x.float() / 255
     b, _, h, w = x.shape
-    layer = (mean + std * rs.normal(h, w)).unsqueeze(1)
-    layer = clipped_zoom(layer, zoom)
+    layer = zoom_layer(mean + std * rs.normal(h, w), zoom).unsqueeze(1)
     layer[layer < threshold] = 0
     layer_u8 = (layer.clamp(0, 1) * 255).floor_()      # astype(np.uint8) before ImageMagick
-    layer = motion_blur_u8(layer_u8, radius, sigma, rs.between(-135, -45, 1)[:, 0]).float() / 255
-    gray = (x * _GRAY).sum(1, keepdim=True)
+    layer = motion_blur_u8(layer_u8, radius, sigma, snow_angles(rs)).float() / 255
+    # OpenCV's RGB2GRAY weights (float32), summed left to right as native.c does
+    gray = x[:, 0:1] * 0.299 + x[:, 1:2] * 0.587 + x[:, 2:3] * 0.114
     x = blend * x + (1 - blend) * torch.maximum(x, gray * 1.5 + 0.5)
     return (x + layer + layer.flip(-2, -1)).clamp_(0, 1) * 255
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pabench.core.config import checks
 from pabench.core.paths import parse_eps
+from pabench.experiments.adversarial.plan import DEFENDED, pretrained
 
 # RobustBench L-inf models the paper used (Section 4.1, Appendix F.2); others can be added here.
 ROBUSTBENCH_MODELS = {
@@ -37,9 +38,12 @@ def adversarial(config: dict) -> list[str]:
     for key, names, dataset in (("adversarial.robustbench", adv["robustbench"], "cifar10"),
                                 ("adversarial.imagenet.models", adv["imagenet"]["models"], "imagenet")):
         for name in names:
-            if name not in ROBUSTBENCH_MODELS[dataset] and (key.endswith("robustbench") or name not in zoo):
+            base, defended = pretrained(name) if dataset == "imagenet" else (name, False)
+            if base not in ROBUSTBENCH_MODELS[dataset] and (key.endswith("robustbench") or defended
+                                                            or name not in zoo):
                 valid = sorted(ROBUSTBENCH_MODELS[dataset]) + ([] if key.endswith("robustbench") else zoo)
-                errors.append(f"{key}: unknown model id {name!r}; valid: {', '.join(valid)}")
+                extra = f", or {DEFENDED}<one of the RobustBench ids>" if dataset == "imagenet" else ""
+                errors.append(f"{key}: unknown model id {name!r}; valid: {', '.join(valid)}{extra}")
     models = zoo + adv["robustbench"]
     if not models:
         errors.append("adversarial.zoo.models: no models (and no adversarial.robustbench ids)")

@@ -95,10 +95,22 @@ def zoo_params(config: dict, model: str) -> dict:
     return {**shared, "arch": z.get("arch_overrides", {}).get(model, z["arch"])}
 
 
+JPEG_RS = "jpeg_rs"
+DEFENDED = JPEG_RS + "+"  # "jpeg_rs+Standard_R50": a pretrained model inside JPEG + RS
+
+
+def pretrained(model: str) -> tuple[str, bool]:
+    """(RobustBench id, whether the JPEG + RS defence wraps it) of a pretrained model's name:
+    the paper's ImageNet JPEG + RS model (Appendix F.2) is a RobustBench model with JPEG before
+    it and Reverse Sigmoid after it, named "jpeg_rs+<id>"."""
+    return (model[len(DEFENDED):], True) if model.startswith(DEFENDED) else (model, False)
+
+
 def jpeg_rs_params(config: dict, run: str) -> dict:
-    """The JPEG + RS settings, which only the jpeg_rs model's jobs depend on (run: a model or a
+    """The JPEG + RS settings, which only the JPEG + RS models' jobs depend on (run: a model or a
     model run's name)."""
-    return config["adversarial"]["jpeg_rs"] if paths.parse_adv_run(run)[0] == "jpeg_rs" else {}
+    model = paths.parse_adv_run(run)[0]
+    return config["adversarial"]["jpeg_rs"] if model == JPEG_RS or pretrained(model)[1] else {}
 
 
 def dataset_params(config: dict, dataset: str) -> dict:
@@ -133,5 +145,7 @@ def figure_meta(config: dict, attacks, dataset: str, first_seed: bool = False) -
             "attacks": {a: {**settings[a], "eps": [e.tag for e in eps_grid(config, a, dataset)]}
                         for a in attacks},
             "solver": f"adam ({adv['pa_epochs']} epochs, the paper's) and exact",
-            "seeds": {"zoo": seeds(config)[:1] if first_seed else seeds(config),
-                      "test_subset": adv["test_seed"]}}
+            "seeds": {"zoo": (seeds(config)[:1] if first_seed else seeds(config))
+                      if set(models(config, dataset)) & set(zoo(config)) else "no zoo model",
+                      "test_subset": adv["imagenet"]["seed"] if dataset == "imagenet"
+                      else adv["test_seed"]}}

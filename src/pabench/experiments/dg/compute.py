@@ -78,14 +78,20 @@ def shift_ratio_pa(scores: dict, classes, ratios, settings: PASettings) -> pd.Da
     return table.assign(accuracy_env0=afr_true(scores["env0"], labels), n=n)
 
 
-def selected_accuracy(models: dict, split: dict, device) -> pd.DataFrame:
+def selected_accuracy(models: dict, split: dict, device, cache: dict | None = None) -> pd.DataFrame:
     """Test accuracy of each selected checkpoint ({"best_acc": (model, state), ...}) on every
-    environment of a loaded test split."""
+    environment of a loaded test split.  `cache` (shared across calls on one run's checkpoints)
+    keeps the predictions by (epoch, env): one run's checkpoints of the same epoch are the same
+    weights, whichever validation split selected them."""
+    cache = {} if cache is None else cache
     rows = []
     for env, data in split.items():
         row = {"env": env}
         for name, (model, state) in models.items():
-            pred = np.array(state["classes"])[predict(model, data.images, device).argmax(1)]
+            key = (int(state["epoch"]), env)
+            if key not in cache:
+                cache[key] = np.array(state["classes"])[predict(model, data.images, device).argmax(1)]
+            pred = cache[key]
             row[f"acc_{name}"] = float((pred == data.labels).mean())
             row[f"epoch_{name}"] = int(state["epoch"])
         rows.append(row)

@@ -75,7 +75,8 @@ def ms_also_checkpoints(config: dict) -> dict:
     """{best_acc-<split>: path, best_pa-<split>: path} of a model-selection run, {setting},
     {algorithm} and {seed} left open."""
     d = paths.model_dir(setting="{setting}")
-    return {f"{k}-{v}": f"{d}/{k}-{v}.pt" for v in ms_also_validate(config) for k in ("best_acc", "best_pa")}
+    names = [paths.selection_checkpoint(k, v) for v in ms_also_validate(config) for k in ("best_acc", "best_pa")]
+    return {name: f"{d}/{name}.pt" for name in names}
 
 
 def ms_label(config: dict, setting: str) -> str:

@@ -26,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from pabench.core.io import read_table
+from pabench.reporting.degenerate import COLUMN as DEGENERATE
 
 FAMILIES = ("id", "corruption", "natural", "threat")
 # The paper's corruption order (Noise, Blur, Weather, Digital), then the generator's extras.
@@ -96,13 +97,13 @@ def attack_of(shifts: pd.DataFrame, name: str) -> list[str]:
     return [s for s in rows["shift"] if s == name]
 
 
-def _as_bool(values: pd.Series) -> pd.Series:
+def _as_bool(values: pd.Series, column: str = "adversarial") -> pd.Series:
     if values.dtype == bool:
         return values
     text = values.astype(str).str.strip().str.lower()
     bad = ~text.isin(["true", "false", "1", "0", "1.0", "0.0"])
     if bad.any():
-        raise ValueError(f"adversarial: not a boolean: {values[bad].iloc[0]!r}")
+        raise ValueError(f"{column}: not a boolean: {values[bad].iloc[0]!r}")
     return text.isin(["true", "1", "1.0"])
 
 
@@ -130,6 +131,10 @@ def check_shifts(shifts: pd.DataFrame) -> pd.DataFrame:
     for column in ("log_pa", "log_pa_adam"):
         if column not in s.columns:
             s[column] = np.nan
+    # one flag per model (a table written before the flag existed: none flagged)
+    flags = (_as_bool(s[DEGENERATE].fillna(False), DEGENERATE) if DEGENERATE in s.columns
+             else pd.Series(False, index=s.index))
+    s[DEGENERATE] = s.model.map(flags.groupby(s.model).any()).astype(bool)
     return s
 
 
@@ -139,13 +144,16 @@ def read_tables(paths_) -> pd.DataFrame:
     return pd.concat([read_table(p) for p in paths_], ignore_index=True)
 
 
-def read_shifts(inputs: dict) -> pd.DataFrame:
+def read_shifts(inputs: dict, keep_degenerate: bool = False) -> pd.DataFrame:
     """The shifts table of a rule's inputs (one file or several), with the rows of a separate
-    `threats` table when one is given, checked (check_shifts)."""
+    `threats` table when one is given, checked (check_shifts).  Models flagged degenerate
+    (pabench.reporting.degenerate: near chance, or PA at beta* = 0 in every view) are left out
+    of every fit and figure unless keep_degenerate (the leaderboard lists them, marked)."""
     frames = [read_tables(inputs["shifts"])]
     if inputs.get("threats"):
         frames.append(read_tables(inputs["threats"]))
-    return check_shifts(pd.concat(frames, ignore_index=True))
+    s = check_shifts(pd.concat(frames, ignore_index=True))
+    return s if keep_degenerate else s[~s[DEGENERATE]].reset_index(drop=True)
 
 
 def models_of(shifts: pd.DataFrame) -> pd.DataFrame:

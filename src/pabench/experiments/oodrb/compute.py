@@ -17,6 +17,7 @@ from pabench.adversarial import robustbench
 from pabench.adversarial.models import load_zoo_model, save_zoo_model
 from pabench.adversarial.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb import plan
+from pabench.reporting import degenerate
 
 log = logging.getLogger("pabench.oodrb")
 BATCH = 1000  # images per forward pass / attack chunk
@@ -225,7 +226,11 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
                          float(all_robust[lo:hi].mean()), **pa_rows.get(j, nan)))
         if family == "natural":
             preds.append(_predictions(name, spec, shift, labels, all_clean[lo:hi], all_adv[lo:hi]))
-    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True)
+    table = pd.DataFrame(rows)
+    # A model near chance on its ID test images, or whose PA is at beta* = 0 for every view, is
+    # not evidence (pabench.reporting.degenerate): flagged on all its rows.
+    flagged = degenerate.flag(rows[0]["accuracy"], len(y), clean.shape[1], table.beta)
+    return table.assign(**{degenerate.COLUMN: flagged}), pd.concat(preds, ignore_index=True)
 
 
 def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:

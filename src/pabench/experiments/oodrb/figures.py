@@ -17,6 +17,7 @@ import pandas as pd
 
 from pabench.experiments.oodrb import analysis as A
 from pabench.experiments.oodrb.analysis import read_shifts, read_tables
+from pabench.reporting import degenerate
 from pabench.reporting.plotting import plt, save_figure
 
 METHOD_LABEL = {"undefended": "ST (undefended)", "madry": "PGD-AT (Madry)", "trades": "TRADES",
@@ -72,11 +73,21 @@ def _ticks(ax, names, rotation=90) -> None:
 
 
 # ------------------------------------------------------------------ Figure 1
+def _read(inputs: dict, meta: dict) -> tuple[pd.DataFrame, dict]:
+    """The shifts table without degenerate models, and meta whose caption says how many were
+    left out (pabench.reporting.degenerate)."""
+    every = read_shifts(inputs, keep_degenerate=True)
+    meta = degenerate.annotate(meta, every, ["model"])
+    if degenerate.COLUMN in meta:
+        meta[degenerate.COLUMN] += "; left out of this figure"
+    return every[~every[degenerate.COLUMN]].reset_index(drop=True), meta
+
+
 def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
     """ID against OOD robustness, one panel per shift family: corruptions (R_c), natural shifts
     (R_n), L-p threats and non-L-p threats (each the mean over the family's shifts per model);
     markers by training method, the line fitted on the AT models (the 110 filter), y = x."""
-    shifts = read_shifts(inputs)
+    shifts, meta = _read(inputs, meta)
     agg = A.aggregate(shifts)
     ps = A.per_shift(shifts, agg)
     kinds = A.threat_kinds(shifts)
@@ -136,7 +147,8 @@ def _boxes(ax, values: list, positions, color) -> None:
 def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
     """Degradation ID - OOD of accuracy (top) and robustness (bottom), percentage points, per
     shift and aggregate: box plots over the group's models (quartiles, whiskers 1.5 IQR)."""
-    t = A.targets(read_shifts(inputs))
+    shifts, meta = _read(inputs, meta)
+    t = A.targets(shifts)
     t = A.in_group(t, group)
     order = A.target_order(t)
     long = []
@@ -186,7 +198,8 @@ def _heatmap(ax, matrix: np.ndarray, rows, cols) -> None:
 def fig3(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
     """R^2 of the linear fits ID -> OOD under every dataset shift and aggregate: ST and AT
     models' accuracy (acc-acc) and AT models' robustness (rob-rob)."""
-    f = A.fits(read_shifts(inputs), pairs=("acc-acc", "rob-rob"), min_total=min_total)
+    shifts, meta = _read(inputs, meta)
+    f = A.fits(shifts, pairs=("acc-acc", "rob-rob"), min_total=min_total)
     f = f[f.family != "threat"]
     data = pd.concat([f[(f.group == g) & (f.pair == p)] for g, p in DATASET_SETUPS],
                      ignore_index=True)
@@ -215,7 +228,7 @@ def fig4(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
          reference: float = 0.7) -> pd.DataFrame:
     """R^2 of the fits ID robustness -> robustness under each threat shift (and OOD_t), AT
     models; the dashed line at `reference` (the paper: L-p shifts "higher than 0.7")."""
-    shifts = read_shifts(inputs)
+    shifts, meta = _read(inputs, meta)
     kinds = A.threat_kinds(shifts)
     f = A.fits(shifts, pairs=("rob-rob",), groups=("AT",), min_total=min_total)
     data = f[f.family == "threat"].reset_index(drop=True)
@@ -261,7 +274,10 @@ def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.Data
         shift = available[0]
     elif shift not in available:
         raise ValueError(f"predictions table: no shift {shift!r} (has {available})")
-    models = at_models(read_shifts(inputs)) if inputs.get("shifts") else None
+    models = None
+    if inputs.get("shifts"):
+        shifts, meta = _read(inputs, meta)
+        models = at_models(shifts)
     pairs = A.agreement(preds, shift, models)
     used = models if models is not None else list(dict.fromkeys([*pairs.model_a, *pairs.model_b]))
     rob = A.prediction_robustness(preds, shift, used)
@@ -298,7 +314,8 @@ def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.Data
 def fig6(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
     """Per shift and aggregate, the AT fits' upper limit (slope x 100 + intercept, capped at 100)
     and slope: robustness (rob-rob) beside accuracy (acc-acc, dataset shifts only)."""
-    f = A.fits(read_shifts(inputs), pairs=("rob-rob", "acc-acc"), groups=("AT",), min_total=min_total)
+    shifts, meta = _read(inputs, meta)
+    f = A.fits(shifts, pairs=("rob-rob", "acc-acc"), groups=("AT",), min_total=min_total)
     order = A.target_order(f)
     fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.36 * len(order) + 1.5), 5.4), sharex=True)
     width = 0.4
@@ -327,7 +344,7 @@ def pa_severity(inputs: dict, outputs, meta: dict, measure: str = "log_pa",
                 columns: int = 5) -> pd.DataFrame:
     """log PA between the clean and the corrupted logits against severity, one panel per
     corruption, one line per model coloured by training method (shared y axis)."""
-    shifts = read_shifts(inputs)
+    shifts, meta = _read(inputs, meta)
     data = shifts[shifts.family == "corruption"][
         ["model", "method", "adversarial", "shift", "severity", measure, "robustness"]]
     data = data.assign(robustness=100 * data.robustness).sort_values(["shift", "model", "severity"])
@@ -366,7 +383,8 @@ def pa_ranking(inputs: dict, outputs, meta: dict, group: str = "all",
     """Kendall's tau across models between log PA and robustness per corruption (each averaged
     over severities) and overall (mean log PA over every corruption row against OOD_d
     robustness); * marks p < 0.05."""
-    r = A.pa_ranking(read_shifts(inputs), measures=(measure,), groups=(group,))
+    shifts, meta = _read(inputs, meta)
+    r = A.pa_ranking(shifts, measures=(measure,), groups=(group,))
     r = r.reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(max(4.5, 0.4 * len(r) + 1.5), 3.0))
     colors = ["k" if t == "overall" else "C0" for t in r.target]
@@ -392,7 +410,8 @@ def pa_predicts(inputs: dict, outputs, meta: dict, group: str = "all",
                 measure: str = "log_pa") -> pd.DataFrame:
     """R^2 of the linear fit across models predicting OOD robustness (R_c, R_n, OOD_t, and
     OOD_d overall) from ID log PA, from ID accuracy and from ID robustness."""
-    p = A.pa_prediction(read_shifts(inputs), groups=(group,))
+    shifts, meta = _read(inputs, meta)
+    p = A.pa_prediction(shifts, groups=(group,))
     predictors = (f"id_{measure}", "id_acc", "id_rob")
     data = p[p.predictor.isin(predictors)].reset_index(drop=True)
     order = [t for t in ("R_c", "R_n", "OOD_t", "OOD_d") if t in set(data.target)]

@@ -9,6 +9,7 @@ import pandas as pd
 
 from pabench.experiments.oodrb import analysis as A
 from pabench.experiments.oodrb.analysis import read_shifts, read_tables
+from pabench.reporting.degenerate import COLUMN as DEGENERATE
 
 # The paper's Table 3, CIFAR-10 L-inf rows (five RobustBench models), robust accuracy in percent:
 # attack -> (ID, corruptions at severity 3) per model; the tables print their mean beside ours.
@@ -25,8 +26,11 @@ def _pct(values) -> pd.Series:
 def table1(inputs: dict) -> pd.DataFrame:
     """The leaderboard: per model, ID and OOD_d accuracy, ID, OOD_d, OOD_t and OOD robustness,
     the ranks by ID and by OOD robustness (1 = best) and the change (> 0: higher under shift);
-    sorted by ID robustness."""
-    agg = A.aggregate(read_shifts(inputs)).sort_values(["rank_id", "model"], na_position="last")
+    sorted by ID robustness.  Degenerate models are listed, marked (column degenerate); every
+    fit and figure leaves them out."""
+    shifts = read_shifts(inputs, keep_degenerate=True)
+    agg = A.aggregate(shifts).sort_values(["rank_id", "model"], na_position="last")
+    flagged = shifts.groupby("model")[DEGENERATE].any()
     return pd.DataFrame({
         "model": agg.model.to_numpy(), "method": agg.method.to_numpy(),
         "architecture": agg.arch.to_numpy() if "arch" in agg else "",
@@ -38,7 +42,8 @@ def table1(inputs: dict) -> pd.DataFrame:
         "OOD robustness (%)": _pct(agg.ood_rob.to_numpy()),
         "rank ID": agg.rank_id.to_numpy(), "rank OOD": agg.rank_ood.to_numpy(),
         "rank change": agg.rank_change.to_numpy(),
-        "OOD_d from": agg.oodd_basis.to_numpy(), "OOD from": agg.ood_basis.to_numpy()})
+        "OOD_d from": agg.oodd_basis.to_numpy(), "OOD from": agg.ood_basis.to_numpy(),
+        DEGENERATE: agg.model.map(flagged).to_numpy()})
 
 
 def table3(inputs: dict) -> pd.DataFrame:

@@ -8,12 +8,17 @@ sequences whose spread gives the error estimate. (Sobol' rather than a Richtmyer
 these integrands it needed several times fewer points for the same error.) Work is vectorised
 over points and samples; Python loops run only over dimensions, sample blocks and point chunks.
 """
+import ctypes
 import math
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.special import log_ndtr, logsumexp, ndtr
 from scipy.stats import qmc
+
+from pabench.core.native import compile_library
 
 _N_RAND = 8             # independent scramblings; their spread gives the error estimate
 _N_FIRST = 128          # samples per scrambling in the first round (a power of 2; then doubles)
@@ -133,7 +138,7 @@ def _mvn_points(b, corr, abseps, max_samples, seed):
     sums = np.zeros((n_pts, _N_RAND))
     done, size = 0, min(_N_FIRST, n_max)
     while live.size:
-        sums[live] += _sov_sums(lt[live], bt[live], keff[live], samples[:, :, done:size])
+        sums[live] += _sov_sums(lt[live], bt[live], keff[live], samples, done, size)
         done, size = size, 2 * size
         est = sums[live] / done
         prob[live] = est.mean(axis=1)
@@ -214,8 +219,33 @@ def _sobol_engine(dim, seed):
         return qmc.Sobol(dim, scramble=True, seed=np.random.default_rng(seed))
 
 
-def _sov_sums(lt, bt, keff, w):
-    """Per-randomisation sums of the SOV integrand over the samples w (dims, _N_RAND, n)."""
+SOURCE = Path(__file__).with_name("sov.c")
+# -ffast-math lets the compiler use the vectorised logf/expf of glibc's libmvec; the kernel never
+# sees an infinity (only the first keff limits of a point, all finite, are read).
+FLAGS = ("-O3", "-march=native", "-ffast-math", "-fPIC", "-shared")
+
+
+@lru_cache(maxsize=None)
+def _native():
+    """sov.c's kernel, or None where it cannot be built (then the PyTorch integrand runs)."""
+    lib = compile_library(SOURCE, FLAGS)
+    if lib is None:
+        return None
+    lib.sov_sums.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_long,
+                             ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    lib.sov_sums.restype = ctypes.c_int
+    return lib
+
+
+def _sov_sums(lt, bt, keff, samples, lo, hi, native=True):
+    """Per-randomisation sums of the SOV integrand over samples[:, :, lo:hi] (samples: (dims,
+    _N_RAND, n) float32), by the C kernel where it builds (native=False: the PyTorch integrand,
+    which the tests compare it with)."""
+    lib = _native() if native else None
+    if lib is not None:
+        return _native_sums(lib, lt, bt, keff, samples, lo, hi)
+    w = samples[:, :, lo:hi]
     n_pts, n = lt.shape[0], w.shape[2]
     order = np.argsort(keff, kind="stable")   # chunks of similar dimension carry few dead ones
     out = np.zeros((n_pts, _N_RAND))
@@ -231,6 +261,20 @@ def _sov_sums(lt, bt, keff, w):
             ws = w[:kq - 1, :, s:s + n_block].reshape(kq - 1, -1)
             f = _sov_integrand(lt32[idx], bs32[idx], kq, ws)
             out[idx] += f.reshape(len(idx), _N_RAND, -1).sum(2, dtype=torch.float64).numpy()
+    return out
+
+
+def _native_sums(lib, lt, bt, keff, samples, lo, hi):
+    full = np.ascontiguousarray(samples.numpy())   # the cached array itself: no copy
+    n_pts, k = bt.shape
+    lt32 = np.ascontiguousarray(lt, dtype=np.float32)
+    bs32 = np.ascontiguousarray(np.where(np.isfinite(bt), bt / _SQRT2, 0.0), dtype=np.float32)
+    kq = np.ascontiguousarray(keff, dtype=np.int64)
+    out = np.zeros((n_pts, _N_RAND))
+    status = lib.sov_sums(n_pts, k, lt32.ctypes.data, bs32.ctypes.data, kq.ctypes.data, _N_RAND,
+                          full.shape[2], lo, hi - lo, full.ctypes.data, out.ctypes.data)
+    if status != 0:
+        raise MemoryError("mvn_cdf: the native integrand could not allocate its work arrays")
     return out
 
 

@@ -1,0 +1,54 @@
+"""Claims of the PA paper's text shifts (Appendix C, Figure 10), checked on the tidy table of
+rule text_score (`text`): one pretrained classifier, one draw of the reviews and the shifts.
+Only the paper scale builds that table; elsewhere these claims are not evaluated."""
+from __future__ import annotations
+
+import pandas as pd
+
+from pabench.reporting.claims import _f, _need, claim
+
+ONE_RUN = ("one pretrained classifier and one seeded draw of the reviews and shifts (text.seed): "
+           "no training seeds to repeat over")
+MIN_POWERS = 3   # a correlation with W over fewer points says little
+
+
+def _strategy(text: pd.DataFrame, strategy: str) -> pd.DataFrame:
+    rows = text[text.strategy == strategy].sort_values("power")
+    _need(len(rows) > 0, f"no {strategy} views")
+    _need(rows.power.nunique() >= MIN_POWERS,
+          f"{strategy}: {rows.power.nunique()} values of W (need {MIN_POWERS})")
+    return rows
+
+
+def _pa_trend(rows: pd.DataFrame) -> float:
+    """Spearman correlation of log PA (adam) with W."""
+    return float(rows.power.rank().corr(rows.logpa_adam.rank()))
+
+
+@claim("text-amplification-pa-not-accuracy", "PA paper, Appendix C and Figure 10",
+       "Under Amplification, accuracy does not fall while PA falls as W grows: the accuracy on "
+       "the shifted reviews at the largest W is at least the clean accuracy, and the Spearman "
+       "correlation of PA (adam) with W is at most -0.9.", "text", unseeded=ONE_RUN)
+def _(text):
+    rows = _strategy(text, "amplification")
+    last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
+    rho = _pa_trend(rows)
+    return last >= clean and rho <= -0.9, (
+        f"accuracy clean {_f(clean)}, at W = {int(rows.power.iloc[-1])} {_f(last)}; "
+        f"rho(PA, W) = {_f(rho)}")
+
+
+@claim("text-levenshtein-contradiction-both-fall", "PA paper, Appendix C and Figure 10",
+       "Under Levenshtein and under Contradiction, PA and accuracy both fall as W grows: for each, "
+       "the accuracy at the largest W is below the clean accuracy and the Spearman correlation "
+       "of PA (adam) with W is at most -0.9.", "text", unseeded=ONE_RUN)
+def _(text):
+    holds, measured = True, []
+    for strategy in ("levenshtein", "contradiction"):
+        rows = _strategy(text, strategy)
+        last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
+        rho = _pa_trend(rows)
+        holds &= last < clean and rho <= -0.9
+        measured.append(f"{strategy}: accuracy clean {_f(clean)}, at W = "
+                        f"{int(rows.power.iloc[-1])} {_f(last)}; rho(PA, W) = {_f(rho)}")
+    return holds, "; ".join(measured)
