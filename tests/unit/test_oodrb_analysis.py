@@ -453,6 +453,13 @@ def test_degenerate_models_are_listed_marked_and_left_out_of_fits_and_figures(tm
     with Image.open(tmp_path / "fig1.png") as png:   # the caption is in the PNG's metadata
         caption = png.text["Description"]
     assert "1 of 13 models" in caption and "left out of this figure" in caption
+    # every model flagged (the test scale's one-epoch zoo): drawn, and the caption says so
+    files = write(tmp_path / "none", shifts=shifts.assign(degenerate=True))
+    assert len(A.read_shifts(files)) == len(shifts)
+    figures.fig2(dict(files), outputs(tmp_path, "fig2"), dict(META))
+    with Image.open(tmp_path / "fig2.png") as png:
+        assert "13 of 13 models" in png.text["Description"]
+        assert "every model is flagged" in png.text["Description"]
     with pytest.raises(ValueError, match="degenerate: not a boolean"):
         A.read_shifts(write(tmp_path / "bad", shifts=shifts.assign(degenerate="maybe")))
 

@@ -148,12 +148,16 @@ def read_shifts(inputs: dict, keep_degenerate: bool = False) -> pd.DataFrame:
     """The shifts table of a rule's inputs (one file or several), with the rows of a separate
     `threats` table when one is given, checked (check_shifts).  Models flagged degenerate
     (pabench.reporting.degenerate: near chance, or PA at beta* = 0 in every view) are left out
-    of every fit and figure unless keep_degenerate (the leaderboard lists them, marked)."""
+    of every fit and figure unless keep_degenerate (the leaderboard lists them, marked), or
+    unless every model is flagged (then there is nothing else to show: the captions say that
+    none is evidence, and the claims check, which drops flagged rows itself, evaluates nothing)."""
     frames = [read_tables(inputs["shifts"])]
     if inputs.get("threats"):
         frames.append(read_tables(inputs["threats"]))
     s = check_shifts(pd.concat(frames, ignore_index=True))
-    return s if keep_degenerate else s[~s[DEGENERATE]].reset_index(drop=True)
+    if keep_degenerate or s[DEGENERATE].all():
+        return s
+    return s[~s[DEGENERATE]].reset_index(drop=True)
 
 
 def models_of(shifts: pd.DataFrame) -> pd.DataFrame:

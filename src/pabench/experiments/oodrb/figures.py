@@ -78,6 +78,9 @@ def _read(inputs: dict, meta: dict) -> tuple[pd.DataFrame, dict]:
     left out (pabench.reporting.degenerate)."""
     every = read_shifts(inputs, keep_degenerate=True)
     meta = degenerate.annotate(meta, every, ["model"])
+    if every[degenerate.COLUMN].all():      # nothing else to draw (read_shifts keeps them too)
+        meta[degenerate.COLUMN] += "; every model is flagged: drawn, none of it is evidence"
+        return every, meta
     if degenerate.COLUMN in meta:
         meta[degenerate.COLUMN] += "; left out of this figure"
     return every[~every[degenerate.COLUMN]].reset_index(drop=True), meta
