@@ -155,9 +155,13 @@ def read_shifts(inputs: dict, keep_degenerate: bool = False) -> pd.DataFrame:
     if inputs.get("threats"):
         frames.append(read_tables(inputs["threats"]))
     s = check_shifts(pd.concat(frames, ignore_index=True))
-    if keep_degenerate or s[DEGENERATE].all():
-        return s
-    return s[~s[DEGENERATE]].reset_index(drop=True)
+    return s if keep_degenerate else without_degenerate(s)
+
+
+def without_degenerate(shifts: pd.DataFrame) -> pd.DataFrame:
+    """The rows of models not flagged degenerate; all rows when every model is flagged."""
+    flagged = shifts[DEGENERATE]
+    return shifts if flagged.all() else shifts[~flagged].reset_index(drop=True)
 
 
 def models_of(shifts: pd.DataFrame) -> pd.DataFrame:

@@ -78,12 +78,10 @@ def _read(inputs: dict, meta: dict) -> tuple[pd.DataFrame, dict]:
     left out (pabench.reporting.degenerate)."""
     every = read_shifts(inputs, keep_degenerate=True)
     meta = degenerate.annotate(meta, every, ["model"])
-    if every[degenerate.COLUMN].all():      # nothing else to draw (read_shifts keeps them too)
-        meta[degenerate.COLUMN] += "; every model is flagged: drawn, none of it is evidence"
-        return every, meta
     if degenerate.COLUMN in meta:
-        meta[degenerate.COLUMN] += "; left out of this figure"
-    return every[~every[degenerate.COLUMN]].reset_index(drop=True), meta
+        meta[degenerate.COLUMN] += ("; every model is flagged: drawn, none of it is evidence"
+                                    if every[degenerate.COLUMN].all() else "; left out of this figure")
+    return A.without_degenerate(every), meta
 
 
 def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
