@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from pabench.core import config as pabench_config
-from pabench import cluster, tracking
+from pabench import cluster, jobserver, tracking
 from pabench.core import paths
 from pabench.reporting.registry import all_targets
 
@@ -32,6 +32,10 @@ validate(config, SCHEMA)
 # W&B: start this invocation's W&B run server while Snakemake plans the jobs, so that jobs hand
 # their runs to it instead of importing wandb (pabench.tracking; PABENCH_WANDB_SERVER=0: off).
 tracking.start_server(config)
+# Jobs: a job server of this invocation imports torch, pandas, scipy and matplotlib once and runs
+# each job's script in a child it forks, instead of each job importing them (pabench.jobserver;
+# PABENCH_JOB_SERVER=0: every job in its own process).
+jobserver.start(config)
 
 
 include: "workflow/rules/toy.smk"

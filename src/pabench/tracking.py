@@ -234,6 +234,7 @@ def _artifact(wandb, name: str, kind: str, paths):
 # ---------------------------------------------------------------- the run server of a workflow
 # Set to 0 (or off/false/no) to log every run in the job's own process.
 SERVER_ENV = "PABENCH_WANDB_SERVER"
+OWNER_ENV = "PABENCH_SNAKEMAKE_OWNER"  # "pid:start" of the job's Snakemake process (job server)
 # A server with no job connected exits after this long (it also exits with its Snakemake process).
 SERVER_IDLE_TIMEOUT = 60.0
 # How long a job waits for its run to be complete: wandb.init's own timeout (120 s), a retry and
@@ -504,9 +505,13 @@ def _proc_stat(pid: int) -> tuple[int, str]:
 
 def _snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
     """(pid, start time) of the nearest ancestor process running Snakemake (Linux only): the
-    process a run server belongs to.  None where there is none (a script run by hand)."""
+    process a run server belongs to.  None where there is none (a script run by hand).  A job run
+    by the job server (pabench.jobserver, whose parent is not Snakemake) is told it by OWNER_ENV."""
     if not sys.platform.startswith("linux"):
         return None
+    pid, _, start = os.environ.get(OWNER_ENV, "").partition(":")
+    if pid.isdigit() and start:
+        return int(pid), start
     pid = os.getppid()
     for _ in range(levels):
         if pid <= 1:

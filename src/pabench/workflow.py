@@ -74,7 +74,19 @@ def job(smk, experiment: str | None = None):
     for path in smk.output:  # one artifact per output file, named by its path
         tracker.log_artifact(str(path), artifact_type(str(path)), [path])
     tracker.finish()
-    log.info("job %s done", smk.rule)
+    log.info("job %s done (%s %.1f MiB)", smk.rule, PEAK, peak_rss_mib())
+
+
+PEAK = "peak memory"  # how a job's log states its peak memory (read by reporting.timings)
+
+
+def peak_rss_mib() -> float:
+    """The job's peak resident memory (its process or a child's, whichever is larger): Snakemake's
+    benchmark measures the process it started, which under the job server only waits."""
+    import resource
+
+    return max(resource.getrusage(who).ru_maxrss for who in
+               (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
 
 
 def artifact_type(path: str) -> str:

@@ -1,5 +1,6 @@
 """Rule adv_attack: one attack run (model, attack, eps) over the test images; writes the
 per-sample record (adversarial image, clean and adversarial scores, L-inf norm, success)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
 from pabench.adversarial import datasets

@@ -1,5 +1,6 @@
 """Rule adv_data: the images of one adversarial dataset split (the test split is the config's
 seeded subset of n_test images; ImageNet samples its own seeded subset of the folder)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 
 from pabench.adversarial import datasets

@@ -1,5 +1,6 @@
 """Rule adv_score: PA (adam, stacked over every view, and exact), beta and AFR of one model on
 every adversarial-ratio view of every attack run (attack, eps)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.adversarial.records import load_record
 from pabench.experiments.adversarial.scoring import score_records
 from pabench.core import paths

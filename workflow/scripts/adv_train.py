@@ -1,4 +1,5 @@
 """Rule adv_train: train one model of the self-trained zoo and report its clean accuracy."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
 import torch
 

@@ -1,4 +1,5 @@
 """Rule avg_data: one dataset's train and test images at this scale (seeded subsets)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 
 from pabench.core.io import atomic_path

@@ -1,5 +1,6 @@
 """Rules avg_estimates, avg_noise_pa, avg_convergence, avg_case_study, avg_runtime: one
 evaluation of one trained model (the rule's `kind`), written as one CSV."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
 from pabench.core.io import load_npz, read_table, write_csv

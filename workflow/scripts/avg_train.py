@@ -1,4 +1,5 @@
 """Rule avg_train: one model, trained with gradient-norm weight lambda (from its name)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
 import torch
 

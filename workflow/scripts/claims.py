@@ -1,4 +1,5 @@
 """Rule claims: evaluate the papers' checkable claims on the tidy result tables."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 
 from pabench.reporting.claims import evaluate, load, to_markdown
 from pabench.core.io import read_table, write_csv, write_text

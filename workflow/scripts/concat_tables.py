@@ -1,4 +1,5 @@
 """Stack per-run result tables into one tidy table."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
 
 from pabench.core.io import read_table, write_csv

@@ -1,4 +1,5 @@
 """Rule dg_pa: PA (adam and exact) and AFR of one model on every shift-ratio dataset."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.experiments.dg import compute as dg
 from pabench.core.io import read_table, write_csv
 from pabench.reporting import degenerate

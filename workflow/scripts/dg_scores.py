@@ -1,4 +1,5 @@
 """Rule dg_scores: logits of a trained model on every test environment."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 
 from pabench.experiments.dg import compute as dg

@@ -1,4 +1,5 @@
 """Rule diagvib_ass: average structural similarity of each test environment to env0."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
 
 from pabench.datasets.splits import load_split

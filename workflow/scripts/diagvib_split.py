@@ -1,4 +1,5 @@
 """Rule diagvib_split: render one split of a DiagViB-6 study (all its environments)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.datasets.splits import SplitSpec, build_split
 from pabench.datasets.mnist import load_pools
 from pabench.workflow import job

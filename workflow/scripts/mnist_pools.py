@@ -1,4 +1,5 @@
 """Rule mnist_pools: the configured MNIST source as compact train / val / test digit pools."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 
 from pabench.datasets.mnist import load_source, save_pools

@@ -1,5 +1,6 @@
 """Rule ms_eval: test accuracy of the accuracy-selected and PA-selected checkpoints, for the main
 validation split and each other one (column `validation`)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
 
 from pabench.experiments.dg import compute as dg

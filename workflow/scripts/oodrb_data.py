@@ -1,5 +1,6 @@
 """Rules oodrb_data (the ID split: training and ID test images) and oodrb_shift (one dataset
 shift: a corruption at every severity, or a natural shift)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 
 from pabench.core.io import atomic_path, load_npz

@@ -1,5 +1,6 @@
 """Rules oodrb_shifts and oodrb_attacks: one evaluation of one model (the rule's `kind`), written
 as one CSV (oodrb_shifts also writes the threat shifts and the per-image predictions)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
 from pabench.core.io import load_npz, write_csv

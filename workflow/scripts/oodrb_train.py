@@ -1,4 +1,5 @@
 """Rule oodrb_train: one model of the self-trained zoo."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
 from pabench.core.io import load_npz, write_csv

@@ -1,5 +1,6 @@
 """Rule text_data: the IMDB test reviews (downloaded and MD5-checked, or a local archive), a
 seeded class-balanced subset of them kept as JSON."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import collections
 
 from pabench.datasets import imdb

@@ -1,5 +1,6 @@
 """Rule text_logits: the classifier's logits on one view of the reviews, clean or shifted by one
 strategy at one power W (the shift drawn per review from the seed, the strategy and W)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import numpy as np
 import torch
 

@@ -1,5 +1,6 @@
 """Rule text_model: the sentiment classifier (a Hugging Face hub id, downloaded once, or a local
 folder) and its tokenizer saved under data/, so that every logits job loads the same files."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.experiments.text.compute import save_classifier
 from pabench.workflow import job
 

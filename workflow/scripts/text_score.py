@@ -1,5 +1,6 @@
 """Rule text_score: PA (adam, stacked over every view, and exact), beta and accuracy of every
 shifted view of the reviews against the clean one."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.core import paths
 from pabench.core.io import write_csv
 from pabench.experiments.text.compute import load_logits

@@ -1,4 +1,5 @@
 """Rule timings: summarise every rule's Snakemake benchmark files."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.core import paths
 from pabench.reporting.tables import write_table
 from pabench.reporting.timings import summarise

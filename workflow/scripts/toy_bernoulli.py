@@ -1,4 +1,5 @@
 """Rule toy_bernoulli: accuracy and PA of the three Bernoulli classifiers (PA paper, Figure 1)."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.core.io import write_csv
 from pabench.experiments.toy.compute import bernoulli_table
 from pabench.workflow import job

@@ -1,4 +1,5 @@
 """Rule toy_gaussian: the PA illustration of Figure 2, computed with the exact solver."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 from pabench.experiments.toy.figures import gaussian_table
 from pabench.core.io import write_csv
 from pabench.experiments.toy.compute import gaussian_illustration

@@ -1,5 +1,6 @@
 """Rules train_dg, train_fig11 and train_ms: train one algorithm on a training split, validating
 every epoch."""
+from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
 from pabench.experiments.dg import compute as dg

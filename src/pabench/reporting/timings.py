@@ -1,20 +1,36 @@
 """The run's timing: Snakemake's benchmark files (data/benchmarks/<rule>/<job>.tsv) per rule."""
 from __future__ import annotations
 
+import contextlib
+import re
 from pathlib import Path
 
 import pandas as pd
 
 
+def logged_peak(log: Path) -> float:
+    """The peak memory (MiB) a job's log states (pabench.workflow.job), or 0."""
+    from pabench.workflow import PEAK
+
+    with contextlib.suppress(OSError):
+        found = re.findall(rf"{PEAK} ([0-9.]+) MiB", log.read_text(errors="replace"))
+        return float(found[-1]) if found else 0.0
+    return 0.0
+
+
 def summarise(directory) -> pd.DataFrame:
     """Jobs, wall-clock seconds (total, mean, max) and peak memory per rule, slowest first, and
-    a total row.  Unreadable benchmark files are skipped with their count in the total row."""
+    a total row.  Peak memory: the larger of the benchmark's max RSS and the one the job's log
+    (data/logs/<rule>/<job>.log beside data/benchmarks/<rule>/<job>.tsv) states, which counts the
+    job-server child that ran the job.  Unreadable benchmark files are skipped with their count
+    in the total row."""
     rows, bad = [], 0
     for path in sorted(Path(directory).glob("*/*.tsv")):
         try:
             bench = pd.read_csv(path, sep="\t")
-            rows.append({"rule": path.parent.name, "s": float(bench["s"].mean()),
-                         "max_rss_mb": float(pd.to_numeric(bench["max_rss"], errors="coerce").max())})
+            rss = max(float(pd.to_numeric(bench["max_rss"], errors="coerce").max()),
+                      logged_peak(Path(directory).parent / "logs" / path.parent.name / f"{path.stem}.log"))
+            rows.append({"rule": path.parent.name, "s": float(bench["s"].mean()), "max_rss_mb": rss})
         except (OSError, ValueError, KeyError, pd.errors.ParserError):
             bad += 1
     if not rows:
