@@ -329,3 +329,27 @@ def test_selected_accuracy_predicts_each_checkpoint_epoch_once():
     assert a.equals(b)
     assert a.acc_best_acc.tolist() == [0.75, 0.75] and a.acc_best_pa.tolist() == [0.25, 0.25]
     assert a.epoch_best_pa.tolist() == [7, 7]
+
+
+def test_maxpool2_matches_max_pool2d_values_and_gradients():
+    """MaxPool2 (elementwise maxima without autograd) is nn.MaxPool2d(2): same outputs on ties
+    (ReLU zeros, small integers) and odd sizes (floor mode), same input gradients with autograd,
+    double backward included (the gradient-norm penalty of the average-case models)."""
+    import torch.nn.functional as F
+
+    from pabench.models import MaxPool2
+
+    pool = MaxPool2()
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(4, 3, 8, 8), (2, 5, 7, 9), (3, 2, 6, 5)]:
+        x = torch.relu(torch.randint(-3, 4, shape, generator=gen).double())
+        with torch.no_grad():
+            assert torch.equal(pool(x), F.max_pool2d(x, 2))
+        grads = []
+        for fn in (pool, lambda z: F.max_pool2d(z, 2)):
+            z = x.clone().requires_grad_()
+            (g,) = torch.autograd.grad((fn(z) * torch.arange(fn(z).numel()).view_as(fn(z))).sum(),
+                                       z, create_graph=True)
+            (gg,) = torch.autograd.grad((g * z).sum(), z)
+            grads.append((g.detach(), gg))
+        assert all(torch.equal(a, b) for a, b in zip(*grads))

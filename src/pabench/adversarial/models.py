@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pabench.core.io import atomic_path
+from pabench.models import MaxPool2
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
 METHODS = ("undefended", "madry", "fast_fgsm", "trades", "jpeg_rs")
@@ -28,8 +29,8 @@ class LeNetCNN(nn.Module):
     def __init__(self, num_classes: int = 10, image_size: int = 32, in_channels: int = 3):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
+            nn.Conv2d(in_channels, 32, 5, padding=2), nn.ReLU(), MaxPool2(),
+            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), MaxPool2(), nn.Flatten())
         self.head = nn.Sequential(nn.Linear(64 * (image_size // 4) ** 2, 256), nn.ReLU(),
                                   nn.Linear(256, num_classes))
 
@@ -46,7 +47,7 @@ class SmallCNN(nn.Module):
         super().__init__()
         layers, cin = [], 3
         for cout in (channels, 2 * channels, 4 * channels):
-            layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            layers += [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), MaxPool2()]
             cin = cout
         self.features = nn.Sequential(*layers, nn.Flatten())
         self.head = nn.Sequential(nn.Linear(cin * (image_size // 8) ** 2, 64), nn.ReLU(),

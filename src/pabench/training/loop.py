@@ -71,8 +71,12 @@ def to_input(images: np.ndarray, device) -> torch.Tensor:
 
 
 @torch.no_grad()
-def predict(model, images, device, batch: int = 256, features: bool = False) -> np.ndarray:
+def predict(model, images, device, batch: int | None = None, features: bool = False) -> np.ndarray:
+    """Logits (or features) of uint8 images, in eval mode.  Default batch: 256 on a GPU, 32 on a
+    CPU, where small batches stay in cache (the DG CNN on 64 px: 0.36 ms per image in batches of
+    32, 1.5 ms in batches of 256)."""
     model.eval()
+    batch = batch or (256 if torch.device(device).type == "cuda" else 32)
     out = []
     for lo in range(0, len(images), batch):
         x = to_input(images[lo:lo + batch], device)

@@ -116,11 +116,12 @@ def equal_accuracy_tol(n: int, confidence: float = 0.99) -> float:
     return float(stats.norm.ppf(0.5 + confidence / 2) * 0.5 / np.sqrt(n))
 
 
-def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: int = 1024,
+def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: int | None = None,
          seed: int = 0, adaptive: bool = False, tol: float | None = None,
          confidence: float = 0.99, bfloat16: bool = False, progress: bool = False) -> MCResult:
     """Fraction of n noisy copies classified as t, sampled without autograd in batches of
-    `batch_size` copies.
+    `batch_size` copies (default: 1024 on a GPU, 256 on a CPU, where batches of 1024 ran 1.4-1.7x
+    slower per copy: the quick scale's ResNet-18/8 and CNN).
 
     adaptive=True draws copies in rounds and stops a point once its Clopper-Pearson interval at
     `confidence` is within +-tol (default: as tight as n fixed samples guarantee at worst,
@@ -131,6 +132,7 @@ def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: in
     default)."""
     sigma, n = check_sigma(sigma), check_n(n)
     model.eval()
+    batch_size = batch_size or (1024 if torch.as_tensor(x).device.type == "cuda" else 256)
     x, target = _targets(model, x, target, batch_size)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
