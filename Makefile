@@ -15,7 +15,7 @@ browser:
 workflow: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES)
 
-# Everything (unit and end-to-end workflow tests), about 10 minutes on 2 cores.
+# Everything (unit and end-to-end workflow tests), about 6 minutes on 2 cores.
 test: env browser
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests
 
@@ -46,6 +46,8 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_training.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_attacks.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_job_overhead.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_job_server.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_inference.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_avgcase.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_corruptions.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_mm5.py
