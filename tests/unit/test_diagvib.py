@@ -308,3 +308,32 @@ def test_cooccurrence_settings_of_the_model_selection_config():
         assert (per_digit >= 1).all() and len(per_digit) == 4
     zgo = data[(data.setting == "ZGO") & (data.present == 1)]
     assert set(zip(zgo.hue, zgo.digit)) == {("red", 1), ("red", 4), ("blue", 7), ("blue", 9)}
+
+
+def test_ssim_matches_the_windowed_formula():
+    """SSIM (Wang et al. 2004) computed window by window with the full 11 x 11 Gaussian (sigma
+    1.5), population moments, C1 = (0.01 * 255)^2, C2 = (0.03 * 255)^2, averaged over the valid
+    windows and the channels, equals pabench's separable, batched version."""
+    from pabench.datasets.shift import ssim
+
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (2, 3, 16, 15), dtype=np.uint8)
+    y = np.clip(x.astype(int) + rng.integers(-60, 60, x.shape), 0, 255).astype(np.uint8)
+    t = np.arange(11) - 5
+    g = np.exp(-t * t / (2 * 1.5 ** 2))
+    w = np.outer(g, g) / np.outer(g, g).sum()
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    expected = []
+    for a, b in zip(x.astype(float), y.astype(float)):
+        values = []
+        for ca, cb in zip(a, b):
+            for i in range(ca.shape[0] - 10):
+                for j in range(ca.shape[1] - 10):
+                    pa, pb = ca[i:i + 11, j:j + 11], cb[i:i + 11, j:j + 11]
+                    ma, mb = (w * pa).sum(), (w * pb).sum()
+                    va, vb = (w * pa * pa).sum() - ma ** 2, (w * pb * pb).sum() - mb ** 2
+                    cov = (w * pa * pb).sum() - ma * mb
+                    values.append((2 * ma * mb + c1) * (2 * cov + c2) /
+                                  ((ma ** 2 + mb ** 2 + c1) * (va + vb + c2)))
+        expected.append(np.mean(values))
+    np.testing.assert_allclose(ssim(x, y), expected, rtol=0, atol=1e-12)
