@@ -35,7 +35,7 @@ tracking.start_server(config)
 # Jobs: a job server of this invocation imports torch, pandas, scipy and matplotlib once and runs
 # each job's script in a child it forks, instead of each job importing them (pabench.jobserver;
 # PABENCH_JOB_SERVER=0: every job in its own process).
-jobserver.start(config)
+jobserver.start()
 
 
 include: "workflow/rules/toy.smk"

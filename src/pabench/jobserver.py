@@ -45,8 +45,7 @@ PRELOAD = ("numpy", "pandas", "yaml", "tqdm", "scipy.stats", "scipy.optimize", "
 
 
 def wanted() -> bool:
-    return (sys.platform.startswith("linux") and
-            os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no"))
+    return sys.platform.startswith("linux") and tracking.switched_on(ENV)
 
 
 def address(who: tuple[int, str]) -> Path:
@@ -57,10 +56,10 @@ def address(who: tuple[int, str]) -> Path:
     return tracking._socket_dir() / f"jobs-{hashlib.sha256(key.encode()).hexdigest()[:20]}.sock"
 
 
-def start(config: dict | None = None, argv: list[str] | None = None) -> None:
+def start(argv: list[str] | None = None) -> None:
     """Start the job server of this (Snakemake) process, from the Snakefile; it preloads in the
     background.  Does nothing where it would not be used (see the module docstring, or a
-    Snakemake run that runs no job) and never raises."""
+    Snakemake run that runs no job: `argv`, default sys.argv) and never raises."""
     try:
         if not wanted() or tracking._runs_no_job(sys.argv if argv is None else argv):
             return
@@ -72,23 +71,15 @@ def start(config: dict | None = None, argv: list[str] | None = None) -> None:
             return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        import subprocess
-
-        package_root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
-        with open(path.with_suffix(".log"), "ab") as out:
-            subprocess.Popen([sys.executable, "-c", "from pabench.jobserver import serve; serve()",
-                              str(path), str(me[0]), me[1]],
-                             env=env, cwd=path.parent, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=out, close_fds=True, start_new_session=True)
+        tracking.spawn_detached(path, "pabench.jobserver", [str(me[0]), me[1]])
     except Exception as err:  # noqa: BLE001 - the jobs then run in their own processes
         print(f"pabench: job server not started ({type(err).__name__}: {err})", file=sys.stderr)
 
 
 def delegate() -> None:
-    """Run this script (the file Python was started with) in the job server and exit with its status; return
-    at once where the script should run here.  The first line of every workflow script."""
+    """Run this script (the file Python was started with) in the job server and exit with its
+    status; return at once where the script should run here.  The first line of every workflow
+    script."""
     if os.environ.get(INSIDE) or not wanted():
         return
     script = sys.argv[0]  # the file Python runs: Snakemake's copy with its preamble, whose

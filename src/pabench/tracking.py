@@ -308,7 +308,12 @@ def _runs_no_job(argv: list[str]) -> bool:
 
 
 def _server_wanted() -> bool:
-    return os.environ.get(SERVER_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    return switched_on(SERVER_ENV)
+
+
+def switched_on(variable: str) -> bool:
+    """Whether an on/off environment variable (default on) is not set to 0, off, false or no."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
 class _Channel:
@@ -614,17 +619,24 @@ def _connect(owner: tuple[int, str], root: str = "",
 
 
 def _spawn_server(path: Path, owner: tuple[int, str], root: str = ""):
+    return spawn_detached(path, "pabench.tracking", [str(owner[0]), owner[1], root, os.getcwd(),
+                                                     _STAMP])
+
+
+def spawn_detached(path: Path, module: str, args: list[str]):
+    """Start `module`'s `serve()` for the socket `path` (argv: path, then `args`) with this very
+    version of pabench, in a session of its own (it outlives the job, not its owner), logging to
+    `path` with the suffix .log.  Used by the W&B run server and the job server."""
     import subprocess
 
-    package_root = str(Path(__file__).resolve().parents[1])  # this very version of pabench
+    package_root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     with open(path.with_suffix(".log"), "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-c", "from pabench.tracking import serve; serve()", str(path),
-             str(owner[0]), owner[1], root, os.getcwd(), _STAMP],
+            [sys.executable, "-c", f"from {module} import serve; serve()", str(path), *args],
             env=env, cwd=path.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            close_fds=True, start_new_session=True)  # outlives the job, not the owner
+            close_fds=True, start_new_session=True)
 
 
 def serve(argv=None) -> None:
