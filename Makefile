@@ -48,6 +48,7 @@ bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_job_overhead.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_job_server.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_inference.py
+	PATH="$(BIN):$$PATH" python benchmarks/bench_allocator.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_avgcase.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_corruptions.py
 	PATH="$(BIN):$$PATH" python benchmarks/bench_mm5.py

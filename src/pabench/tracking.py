@@ -311,9 +311,10 @@ def _server_wanted() -> bool:
     return switched_on(SERVER_ENV)
 
 
-def switched_on(variable: str) -> bool:
+def switched_on(variable: str, environ=None) -> bool:
     """Whether an on/off environment variable (default on) is not set to 0, off, false or no."""
-    return os.environ.get(variable, "1").strip().lower() not in ("0", "off", "false", "no")
+    value = (os.environ if environ is None else environ).get(variable, "1")
+    return value.strip().lower() not in ("0", "off", "false", "no")
 
 
 class _Channel:
