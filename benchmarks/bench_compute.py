@@ -122,21 +122,44 @@ def build(net: workload.Net, config: dict) -> torch.nn.Module:
         from pabench.models import Classifier
 
         return Classifier(net.arch, net.classes).eval()
+    if net.source == "text":
+        return TextNet(net.classes).eval()
     from pabench.experiments.avgcase.training import build as build_avg
 
     return build_avg(net.arch, net.shape, net.classes).eval()
+
+
+class TextNet(torch.nn.Module):
+    """DistilBERT-base (transformers' default DistilBertConfig: the architecture of the default
+    `text.model`) with random weights, as a module of token ids: the hub's weights and config are
+    not reachable offline, and the cost does not depend on the weights."""
+
+    def __init__(self, classes: int):
+        super().__init__()
+        from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+        self.model = DistilBertForSequenceClassification(DistilBertConfig(num_labels=classes))
+
+    def forward(self, ids):
+        return self.model(input_ids=ids).logits
 
 
 def family(net: workload.Net, model: torch.nn.Module) -> str:
     """A label for networks of the same architecture and input size (measured once)."""
     params = sum(p.numel() for p in model.parameters()) / 1e6
     top = model[-1] if isinstance(model, torch.nn.Sequential) else model  # after normalisation
-    name = type(top).__name__ if net.source == "robustbench" else f"{net.arch} ({net.source})"
+    name = (type(top).__name__ if net.source == "robustbench" else
+            f"DistilBERT-base ({net.arch.rsplit('/', 1)[-1]})" if net.source == "text" else
+            f"{net.arch} ({net.source})")
+    if net.source == "text":
+        return f"{name} {params:.1f}M, {net.shape[0]} tokens"
     classes = f", {net.classes} classes" if net.classes != 10 else ""
     return f"{name} {params:.1f}M, {net.shape[-1]}px{classes}"
 
 
 def inputs(net: workload.Net, batch: int):
+    if net.source == "text":   # token ids of reviews `shape[0]` tokens long
+        return torch.randint(1000, 30_000, (batch, *net.shape)), torch.randint(0, net.classes, (batch,))
     x = torch.rand(batch, *net.shape)
     if net.source == "avgcase" and x.ndim == 4:
         x = x.contiguous(memory_format=torch.channels_last)  # as the average-case jobs feed it

@@ -85,7 +85,7 @@ def problems(jobs: list[tuple[str, dict]], sinfo_text: str | None, auto_partitio
                 found[f"{key} is {value}: environment variable {value[1:]} is not set (export it; "
                       "empty means the cluster's default)"] = None
         partition = str(res.get("slurm_partition") or "")
-        if sinfo_text is None or partition.startswith("$"):
+        if sinfo_text is None or partition.startswith("$") or partition == "<TBD>":
             continue
         if partition and partition not in has_gpu:
             found[f"rule {rule}: partition {partition!r} does not exist "
@@ -110,9 +110,24 @@ def problems(jobs: list[tuple[str, dict]], sinfo_text: str | None, auto_partitio
     return typos + list(found)
 
 
+def with_profile_defaults(res: dict, default_args) -> dict:
+    """A job's resources with the account and partition that Snakemake 9 leaves unevaluated
+    ("<TBD>") until it submits the job, taken from the default-resources arguments ("name=value",
+    the profile's `slurm_partition: "$PABENCH_SLURM_PARTITION"`) with environment variables
+    expanded as Snakemake will; anything else stays as it is."""
+    defaults = dict(arg.split("=", 1) for arg in default_args if "=" in arg)
+    out = dict(res)
+    for key in ("slurm_account", "slurm_partition"):
+        if out.get(key) == "<TBD>" and key in defaults:
+            out[key] = os.path.expandvars(defaults[key].strip().strip("'\""))
+    return out
+
+
 def preflight(workflow) -> None:
     """Check the jobs Snakemake is about to submit; exit with every problem found."""
-    jobs = [(job.rule.name, dict(job.resources.items()))
+    defaults = getattr(workflow.resource_settings, "default_resources", None)
+    args = defaults.args if defaults else []
+    jobs = [(job.rule.name, with_profile_defaults(dict(job.resources.items()), args))
             for job in workflow.dag.needrun_jobs() if not job.is_local]
     if not jobs:
         return

@@ -24,11 +24,12 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from pabench.core.paths import adv_run
+from pabench.core.paths import TextView, adv_run
 from pabench.experiments.adversarial import plan as adv
 from pabench.experiments.avgcase import plan as avg
 from pabench.experiments.dg import plan as dg
 from pabench.experiments.oodrb import plan as oodrb
+from pabench.experiments.text import plan as text_plan
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,14 @@ DATASETS = {
     "cifar10": Dataset(50_000, 10_000, (3, 32, 32), 10),
     "cifar100": Dataset(50_000, 10_000, (3, 32, 32), 100),
 }
+IMDB_TEST = 25_000   # test reviews of the IMDB archive (what a text size of null means)
 # Images of each natural shift (../shared/REFERENCE.md; CINIC-10: the first 10,000 ImageNet-derived
 # test images, `load_cinic10`'s default; digit shifts: sklearn's digits, 60 font digits per class).
 NATURAL = {"cifar10.1": 2_000, "cifar10.2": 2_000, "cinic10": 10_000, "cifar10r": 6_837,
            "sklearn_digits": 1_797, "font_digits": 600}
 EXPERIMENTS = {"pa-adversarial": "PA paper: adversarial (CIFAR-10)",
                "pa-dg": "PA paper: DiagViB-6, domain generalisation, model selection",
+               "pa-text": "PA paper: text shifts (IMDB, DistilBERT; Figure 10)",
                "avgcase": "Average-case robustness", "oodrb": "OODRobustBench"}
 
 
@@ -61,7 +64,8 @@ EXPERIMENTS = {"pa-adversarial": "PA paper: adversarial (CIFAR-10)",
 class Net:
     """A network a job runs: `source` zoo (pabench.adversarial.models.build), jpeg_rs (that
     network inside the JPEG + Reverse Sigmoid defence), robustbench (an id of `dataset`), dg
-    (pabench.models.Classifier) or avgcase (pabench.experiments.avgcase.training.build)."""
+    (pabench.models.Classifier), avgcase (pabench.experiments.avgcase.training.build) or text (a
+    transformers sequence classifier, `arch` its hub id; `shape`: (tokens per review,))."""
     source: str
     arch: str
     shape: tuple[int, int, int]
@@ -86,7 +90,8 @@ class Work:
 
 def work(config: dict) -> list[Work]:
     """Every counted part of every job of the three papers at the config's settings."""
-    return adversarial(config) + domain_generalisation(config) + average_case(config) + ood(config)
+    return (adversarial(config) + domain_generalisation(config) + text(config)
+            + average_case(config) + ood(config))
 
 
 def _size(n, total: int) -> int:
@@ -164,6 +169,20 @@ def _attack_run(job: str, net: Net, n: int, attack: str, cfg: dict) -> Work:
     steps = n * int(cfg["steps"]) * runs
     per_step = _step(steps, net.classes if attack == "fab" else 1)
     return Work("pa-adversarial", job, net, "attack step", steps, _add(per_step, {"fwd": 2 * n}))
+
+
+# ------------------------------------------------------------------ PA paper: text shifts
+def text(config: dict) -> list[Work]:
+    """Figure 10: one forward pass of the sentiment classifier per review of every view (clean
+    and each strategy at each W), reviews counted at `max_length` tokens (an upper bound: longer
+    ones are truncated, shorter ones padded only to their batch's longest)."""
+    if not text_plan.enabled(config):
+        return []
+    t = config["text"]
+    n = _size(t["n"], IMDB_TEST)
+    net = Net("text", t["model"], (int(t["max_length"]),), 2)
+    return [Work("pa-text", f"text_logits {view.tag}", net, "forward", n, {"fwd": n})
+            for view in [TextView(), *text_plan.views(config)]]
 
 
 # ------------------------------------------------------------------ PA paper: DiagViB-6 and DG
@@ -258,11 +277,18 @@ def average_case(config: dict) -> list[Work]:
 
 def _avg_training(job, net, penalty, train, epochs, n_train, n_test) -> list[Work]:
     """Steps of batch_size images, then BatchNorm recalibrated on up to 1,024 training images and
-    train and test accuracy evaluated, every epoch."""
+    train and test accuracy evaluated, every epoch.  With lazy regularisation (penalty_every k)
+    one step in k is penalised and the others are plain."""
     bs = train["batch_size"]
-    images = max(1, n_train // bs) * bs
-    return [_epochs("avgcase", job, net, f"train:avg:{penalty}", epochs, images,
-                    evaluated=min(1024, n_train) + n_train + n_test)]
+    steps = max(1, n_train // bs)
+    work = _epochs("avgcase", job, net, f"train:avg:{penalty}", epochs, steps * bs,
+                   evaluated=min(1024, n_train) + n_train + n_test)
+    every = int(train.get("penalty_every", 1))
+    if penalty == "grad" and every > 1:
+        penalised = epochs * -(-steps // every) * bs   # steps 0, k, 2k, ... of every epoch
+        work.passes["train:avg:plain"] = work.passes.pop("train:avg:grad") - penalised
+        work.passes["train:avg:grad"] = penalised
+    return [work]
 
 
 def _estimators(job, net, mc, mmse, fwd) -> list[Work]:
@@ -316,9 +342,16 @@ def ood(config: dict) -> list[Work]:
         net = (Net("zoo", spec["arch"], data.shape, data.classes) if spec else
                Net("robustbench", model, data.shape, data.classes, "cifar10"))
         job = f"oodrb_shifts {ds}/{model}"
-        images = n_test + corrupted + natural  # ID and every shifted set: clean, MM5, adversarial
-        out.append(Work("oodrb", job, net, "attack step", images * mm,
-                        _add(_step(images * mm), {"fwd": 2 * images})))
+        # ID and every shifted set: clean, MM5, adversarial; with split_shifts, each shift in a
+        # job of its own (which also scores the ID images clean, for PA's pairs)
+        per_shift = {c: n_shift * len(o["severities"]) for c in o["corruptions"]}
+        per_shift.update({s: _size(o["n_natural"], NATURAL[s]) for s in o["natural"]})
+        parts = ([(f"oodrb_shift_scores {ds}/{model}/{s}", n, n_test)
+                  for s, n in per_shift.items()] if oodrb.split_shifts(config) else
+                 [(job, corrupted + natural, 0)])
+        for part, images, clean_id in [(job, n_test, 0), *parts]:
+            out.append(Work("oodrb", part, net, "attack step", images * mm,
+                            _add(_step(images * mm), {"fwd": 2 * images + clean_id})))
         threat_steps = sum(mm if t["kind"] in ("linf", "l2") else t.get("steps", 100)
                            for t in oodrb.threats(config).values())
         out.append(Work("oodrb", job, net, "attack step", n_test * threat_steps,

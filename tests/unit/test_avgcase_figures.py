@@ -275,3 +275,18 @@ def test_seeds_are_kept_apart_and_a_degenerate_seed_is_named(tmp_path):
     assert "seed 1: not evidence: all 5 models degenerate" in row.measured
     row = got.loc["avg-mvs-tracks-mvn-cdf"]
     assert row.verdict == claims.REPRODUCED and row.seeds_note.startswith("1 of 2 seeds evaluated")
+
+
+def test_captions_state_the_lazy_penalty_only_for_penalised_models():
+    from conftest import REPO
+    from pabench.core.config import load
+    from pabench.papers.avgcase import _meta
+
+    config = load([REPO / "config.yaml"])
+    config["avgcase"]["train"]["penalty_every"] = 4
+    assert "training" not in _meta(config, ["mnist32/resnet18_w8-lam0"])
+    lazy = _meta(config, ["mnist32/resnet18_w8-lam0", "mnist32/resnet18_w8-lam0.03"])["training"]
+    assert "every 4th step at 4 x lambda" in lazy
+    config["avgcase"]["train"]["penalty_every"] = 1
+    assert _meta(config, ["mnist32/resnet18_w8-lam0.03"])["training"] == (
+        "gradient-norm penalty at every step")

@@ -34,16 +34,38 @@ def test_step_reports_the_penalised_loss_and_the_input_gradient_norm(lam):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # it stepped
 
 
-def test_the_penalty_lowers_the_input_gradient_norm():
+@pytest.mark.parametrize("every", [1, 3])
+def test_the_penalty_lowers_the_input_gradient_norm(every):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (400, 1, 8, 8), dtype=np.uint8)
     y = (x.reshape(400, -1)[:, :32].mean(1) > x.reshape(400, -1)[:, 32:].mean(1)).astype(np.int64)
-    kw = dict(epochs=3, batch_size=50, lr=0.01, seed=0, device="cpu")
+    kw = dict(epochs=3, batch_size=50, lr=0.01, seed=0, device="cpu", penalty_every=every)
     norms = {lam: train("linear", lam, x[:300], y[:300], x[300:], y[300:], **kw)[1][-1]["grad_norm"]
              for lam in (0.0, 1.0)}
     assert norms[1.0] < 0.7 * norms[0.0], norms
     with pytest.raises(ValueError, match="lambda"):
         train("linear", -0.1, x[:300], y[:300], x[300:], y[300:], **kw)
+    with pytest.raises(ValueError, match="penalty_every"):
+        train("linear", 1.0, x[:300], y[:300], x[300:], y[300:], **{**kw, "penalty_every": 0})
+
+
+def test_a_lazy_step_is_a_plain_step_that_reports_the_penalised_loss():
+    """Lazy regularisation's unpenalised steps (weight 0) move the weights as lambda = 0 does,
+    and report CE + lambda * ||grad||^2 all the same; a penalised step uses the weight given."""
+    x, y = _batch()
+    runs = {}
+    for name, lam, weight in (("plain", 0.0, None), ("lazy", 0.5, 0.0), ("k=2", 0.5, 1.0),
+                              ("lam=1", 1.0, None)):
+        torch.manual_seed(0)
+        model = build("cnn", (1, 8, 8), 3)
+        ce, sq = _explicit(model, x, y)
+        loss, got_sq = step(model, torch.optim.SGD(model.parameters(), lr=0.1), x.clone(), y, lam,
+                            weight)
+        assert loss == pytest.approx(ce + lam * sq, rel=1e-5) and got_sq == pytest.approx(sq, rel=1e-5)
+        runs[name] = [p.detach() for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(runs["plain"], runs["lazy"]))
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(runs["k=2"], runs["lam=1"]))
+    assert not all(torch.allclose(a, b) for a, b in zip(runs["plain"], runs["lam=1"]))
 
 
 def test_batchnorm_recalibration_sets_the_statistics_of_the_given_images():
@@ -58,3 +80,20 @@ def test_batchnorm_recalibration_sets_the_statistics_of_the_given_images():
     means = torch.stack([b.mean((0, 2, 3)) for b in inputs.split(16)]).mean(0)
     torch.testing.assert_close(bn.running_mean, means, rtol=1e-4, atol=1e-6)
     assert not model.training and bn.momentum == 0.1   # eval mode, training momentum restored
+
+
+def test_every_architecture_is_in_the_schema_and_builds_at_its_width():
+    import yaml
+
+    from conftest import REPO
+    from pabench.experiments.avgcase.training import ARCHS
+
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    models = schema["properties"]["avgcase"]["properties"]["models"]["additionalProperties"]
+    assert set(models["propertyNames"]["enum"]) == set(ARCHS)
+    widths = {"cnn": 32, "cnn_w16": 16, "cnn_w8": 8}
+    for arch, width in widths.items():
+        convs = [m for m in build(arch, (1, 28, 28), 10).modules() if isinstance(m, torch.nn.Conv2d)]
+        assert [c.out_channels for c in convs] == [width, 2 * width], arch
+    with pytest.raises(ValueError, match="cnn_w4"):
+        build("cnn_w4", (1, 28, 28), 10)

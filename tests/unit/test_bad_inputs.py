@@ -94,6 +94,19 @@ def test_damaged_files_are_refused_by_name(tmp_path, name, make, read, damage):
     assert str(path) in str(err.value)
 
 
+def test_a_table_without_rows_is_refused_unless_rows_are_optional(tmp_path):
+    header, blank = tmp_path / "header.csv", tmp_path / "blank.csv"
+    pd.DataFrame({"a": [], "b": []}).to_csv(header, index=False)
+    blank.write_text("\n")
+    for path in (header, blank):
+        with pytest.raises(ValueError, match="empty table|not a readable") as err:
+            read_table(path)
+        assert str(path) in str(err.value)
+    assert list(read_table(header, rows_optional=True).columns) == ["a", "b"]
+    with pytest.raises(ValueError, match=str(blank)):   # no header: still not a table
+        read_table(blank, rows_optional=True)
+
+
 @pytest.mark.parametrize("read", [load_checkpoint, load_zoo_model, load_array],
                          ids=["dg checkpoint", "zoo checkpoint", "score tensor"])
 def test_a_pickle_that_would_run_code_is_refused(tmp_path, read):

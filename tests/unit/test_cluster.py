@@ -54,6 +54,25 @@ def test_gpu_rule_on_a_partition_without_gpus():
         cluster.problems([("adv_attack", {**JOB, "x": 1})], SINFO)[0]]
 
 
+def test_account_and_partition_left_unevaluated_come_from_the_profile(monkeypatch):
+    """Snakemake 9 shows default resources as "<TBD>" before it submits a job: the pre-flight
+    check reads the profile's environment references itself (and still checks the partition)."""
+    monkeypatch.setenv("PABENCH_SLURM_PARTITION", "gpus")
+    monkeypatch.delenv("PABENCH_SLURM_ACCOUNT", raising=False)
+    args = ["mem_mb=min(max(2*input.size_mb, 1000), 8000)", 'slurm_account="$PABENCH_SLURM_ACCOUNT"',
+            "slurm_partition=$PABENCH_SLURM_PARTITION"]
+    tbd = {**JOB, "slurm_account": "<TBD>", "slurm_partition": "<TBD>", "disk_mb": "<TBD>"}
+    res = cluster.with_profile_defaults(tbd, args)
+    assert res["slurm_partition"] == "gpus" and res["slurm_account"] == "$PABENCH_SLURM_ACCOUNT"
+    assert res["disk_mb"] == "<TBD>"   # not an account or partition: left alone
+    msgs = cluster.problems([("adv_data", res)], SINFO)
+    assert "environment variable PABENCH_SLURM_ACCOUNT is not set" in msgs[0]
+    assert msgs[1] == "rule adv_data: partition 'gpus' does not exist (partitions: cpu, gpu, bigmem)"
+    # a value Snakemake did evaluate (--set-resources) wins; one it did not is not checked
+    assert cluster.with_profile_defaults({**tbd, "slurm_partition": "gpu"}, args)["slurm_partition"] == "gpu"
+    assert cluster.problems([("adv_data", tbd)], SINFO) == []
+
+
 def test_one_line_per_problem_not_per_job():
     jobs = [("adv_attack", {**JOB, "gpu": 1, "slurm_partition": "$PABENCH_SLURM_PARTITION"})] * 5
     [msg] = cluster.problems(jobs, SINFO)

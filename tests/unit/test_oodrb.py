@@ -143,6 +143,37 @@ def test_shift_rows_pair_clean_and_shifted_images(tiny):
     assert ((ids.pred_adv == ids.label).mean()) == pytest.approx(idrow.robustness)
 
 
+def test_split_shifts_give_the_rows_of_one_job(tiny, tmp_path):
+    """oodrb.split_shifts: each shift scored alone (through its CSVs, as the jobs pass them on)
+    and merged gives the rows, flags and predictions of scoring every shift in one job; clean
+    accuracy and PA (clean vs corrupted) exactly, robustness may differ by MM5's random starts."""
+    from pabench.core.io import read_table, write_csv
+
+    cfg, data, files, net, _ = tiny
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    whole, whole_preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu")
+    clean = compute.logits(net, data["test_x"], "cpu")
+    scored = []
+    for shift, path in files.items():
+        rows, preds = compute.shift_scores(cfg, "pgd-a", net, clean, {shift: path}, pa, "cpu")
+        assert set(rows["shift"]) == {shift} and len(rows) == len(dict(np.load(path))["severities"])
+        write_csv(tmp_path / f"{shift}.csv", rows)
+        write_csv(tmp_path / f"{shift}-p.csv", preds)
+        scored.append((read_table(tmp_path / f"{shift}.csv"), read_table(tmp_path / f"{shift}-p.csv",
+                                                                      rows_optional=True)))
+    split, split_preds = compute.shifts(cfg, "pgd-a", net, data, {}, pa, "cpu", scored)
+    assert list(split.columns) == list(whole.columns)
+    for col in ("shift", "family", "severity", "n", "degenerate"):
+        assert list(split[col]) == list(whole[col]), col
+    # (the CSVs keep 10 significant digits)
+    np.testing.assert_allclose(split.accuracy, whole.accuracy, rtol=1e-9)
+    np.testing.assert_allclose(split.log_pa, whole.log_pa, rtol=1e-6, equal_nan=True)
+    assert split.robustness.between(0, 1).all()
+    assert len(split_preds) == len(whole_preds)
+    assert list(split_preds["shift"]) == list(whole_preds["shift"])
+    assert list(split_preds.pred_clean) == list(whole_preds.pred_clean)
+
+
 def test_threat_rows_and_skipped_lpips(tiny):
     cfg, data, _, net, _ = tiny
     pa = PASettings.from_config(cfg["pa"]["adam"], 5)

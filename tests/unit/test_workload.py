@@ -69,6 +69,23 @@ def test_training_epochs_follow_the_config():
     assert longer.units == 2 * dg["epochs"]
 
 
+def test_lazy_regularisation_penalises_one_step_in_k():
+    def passes(config, job):
+        return next(w for w in workload.work(config) if w.job == job).passes
+
+    job = "avg_train cifar10/resnet18-lam0.01/0"
+    epochs, bs = PAPER["avgcase"]["train"]["epochs"], PAPER["avgcase"]["train"]["batch_size"]
+    steps = 50_000 // bs
+    assert passes(PAPER, job) == {"train:avg:grad": epochs * steps * bs,
+                                  "fwd": epochs * (1024 + 50_000 + 10_000)}
+    lazy = passes(changed(avgcase__train__penalty_every=4), job)
+    penalised = epochs * -(-steps // 4) * bs
+    assert lazy["train:avg:grad"] == penalised
+    assert lazy["train:avg:plain"] == epochs * steps * bs - penalised
+    plain = passes(changed(avgcase__train__penalty_every=4), "avg_train cifar10/resnet18-lam0/0")
+    assert "train:avg:grad" not in plain   # lambda = 0: no penalty to make lazy
+
+
 def test_mc_samples_are_sigmas_times_points_times_n():
     s = PAPER["avgcase"]
     one = sum(w.units for w in workload.work(PAPER)
@@ -89,7 +106,7 @@ def test_corruptions_are_generated_unless_the_published_files_are_given():
     published = changed(oodrb__cifar10c="/datasets/CIFAR-10-C")
     assert units(published, "oodrb", "corruption image") == 0
     # every model attacks the ID set, every corrupted and every natural image with MM5
-    shifts = [w for w in workload.work(PAPER) if w.rule == "oodrb_shifts"]
+    shifts = [w for w in workload.work(PAPER) if w.rule in ("oodrb_shifts", "oodrb_shift_scores")]
     assert {w.net.arch for w in shifts} == set(o["robustbench"])
     images = o["n_test"] + 750_000 + sum(workload.NATURAL[s] for s in o["natural"])
     mm5 = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)
@@ -97,10 +114,40 @@ def test_corruptions_are_generated_unless_the_published_files_are_given():
         images * mm5 + o["n_test"] * (2 * mm5 + 100 + 100))  # L-inf, L2 by MM5; StAdv, ReColor
 
 
+def test_text_views_are_a_forward_pass_of_every_review_per_view():
+    t = PAPER["text"]
+    views = 1 + len(t["strategies"]) * len(t["powers"])   # the clean view and every shift
+    assert units(PAPER, "pa-text", "forward", "text_logits") == views * workload.IMDB_TEST
+    assert units(changed(text__n=1000), "pa-text", "forward") == views * 1000
+    assert units(changed(text__powers=[0, 1]), "pa-text", "forward") == (
+        (1 + 2 * len(t["strategies"])) * workload.IMDB_TEST)
+    assert units(changed(text__enabled=False), "pa-text", "forward") == 0
+    net = next(w.net for w in workload.work(PAPER) if w.experiment == "pa-text")
+    assert net.shape == (t["max_length"],) and net.classes == 2
+
+
+def test_split_shifts_moves_each_shifts_attack_into_a_job_of_its_own():
+    o = PAPER["oodrb"]
+    assert o["split_shifts"]
+    one = changed(oodrb__split_shifts=False)
+    steps = {config_name: {} for config_name in ("split", "one")}
+    for name, config in (("split", PAPER), ("one", one)):
+        for w in workload.work(config):
+            if w.rule in ("oodrb_shifts", "oodrb_shift_scores"):
+                steps[name][w.job] = steps[name].get(w.job, 0) + w.units
+    assert sum(steps["split"].values()) == sum(steps["one"].values())   # the same attack steps
+    model = o["robustbench"][0]
+    mm5 = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)
+    assert steps["split"][f"oodrb_shift_scores cifar10/{model}/frost"] == 5 * o["n_shift"] * mm5
+    assert steps["split"][f"oodrb_shift_scores cifar10/{model}/cifar10.1"] == 2_000 * mm5
+    per_model = [j for j in steps["split"] if j.startswith(f"oodrb_shift_scores cifar10/{model}/")]
+    assert len(per_model) == len(o["corruptions"]) + len(o["natural"])
+    assert not any(j.startswith("oodrb_shift_scores") for j in steps["one"])
+
+
 def test_every_gpu_rule_is_counted():
     """A new rule that asks for a GPU at paper scale must be counted (or named here, with why)."""
-    not_counted = {"pa_fig11",     # PCA of 128 validation images' features: seconds
-                   "text_logits"}  # Figure 10's DistilBERT passes over text: not counted yet
+    not_counted = {"pa_fig11"}     # PCA of 128 validation images' features: seconds
     gpu_rules = {rule for rule, r in yaml.safe_load((REPO / "workflow/resources.yaml").read_text())
                  ["paper"].items() if r.get("gpu")}
     counted = {w.rule for config in (PAPER, scale_config()) for w in workload.work(config)}

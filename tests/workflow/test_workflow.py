@@ -25,7 +25,7 @@ GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
                                           "avg_convergence", "avg_case_study", "avg_runtime",
                                           "avg_table")},
           **{rule: "oodrb" for rule in ("oodrb_data", "oodrb_shift", "oodrb_train", "oodrb_shifts",
-                                        "oodrb_attacks", "oodrb_table")},
+                                        "oodrb_shift_scores", "oodrb_attacks", "oodrb_table")},
           **{entry.rule: entry.experiment for entry in PA + AVG + OODRB + THESIS}}
 
 pytestmark = pytest.mark.workflow
@@ -194,6 +194,14 @@ def test_oodrb_results(ran):
     per_model = 1 + len(cfg["corruptions"]) * len(cfg["severities"]) + len(cfg["natural"]) + 2
     assert sorted(shifts.model.unique()) == sorted(models) and len(shifts) == len(models) * per_model
     assert set(shifts[shifts.family == "threat"]["shift"]) == {"linf_1.5x", "stadv"}  # lpa skipped
+    # split_shifts (as at the paper scale): each model's shifts were scored by jobs of their own
+    assert cfg["split_shifts"]
+    for model in models:
+        for shift in cfg["corruptions"] + cfg["natural"]:
+            part = pd.read_csv(root / f"data/oodrb/shift_scores/mnist32/{model}/{shift}.csv")
+            assert set(part["shift"]) == {shift}
+            merged = shifts[(shifts.model == model) & (shifts["shift"] == shift)]
+            np.testing.assert_allclose(merged.robustness, part.robustness)
     assert (shifts.robustness <= shifts.accuracy.fillna(1) + 1e-12).all()
     assert np.isfinite(shifts[shifts.family == "corruption"].log_pa).all()
     table1 = pd.read_csv(root / "figures/oodrb/table1.csv")

@@ -88,7 +88,9 @@ for kind in oodrb.RESULTS:
         input:
             model=lambda wc: oodrb.model_input(config, wc.dataset, wc.oodrb_model),
             data=paths.oodrb_data(shift="id"),
-            shifts=list(oodrb.shift_files(config).values()),
+            # oodrb_shifts with split_shifts: every shift's scores from its own job below
+            shifts=((lambda wc: oodrb.shift_inputs(config, wc.dataset, wc.oodrb_model))
+                    if kind == "shifts" else list(oodrb.shift_files(config).values())),
         output:
             table=paths.oodrb_file(kind),
             **({"threats": paths.oodrb_file("threats"),
@@ -110,6 +112,35 @@ for kind in oodrb.RESULTS:
             "../../envs/pabench.yaml"
         script:
             "../scripts/oodrb_evaluate.py"
+
+
+# With oodrb.split_shifts: one model's MM5 and PA on one dataset shift, read by its oodrb_shifts.
+rule oodrb_shift_scores:
+    input:
+        model=lambda wc: oodrb.model_input(config, wc.dataset, wc.oodrb_model),
+        data=paths.oodrb_data(shift="id"),
+        shift=paths.oodrb_data(),
+    output:
+        table=paths.oodrb_shift_file("shift_scores"),
+        predictions=paths.oodrb_shift_file("shift_predictions"),
+    params:
+        experiment="oodrb",
+        kind="shift_scores",
+        pa=config["pa"]["adam"],
+    wildcard_constraints:
+        oodrb_model=OODRB_MODELS,
+        shift=OODRB_SHIFTS,
+    log:
+        paths.log("oodrb_shift_scores", "{dataset}", "{oodrb_model}", "{shift}"),
+    benchmark:
+        paths.benchmark("oodrb_shift_scores", "{dataset}", "{oodrb_model}", "{shift}")
+    threads: 1
+    resources:
+        **resources.of(config, "oodrb_shift_scores"),
+    conda:
+        "../../envs/pabench.yaml"
+    script:
+        "../scripts/oodrb_evaluate.py"
 
 
 rule oodrb_table:

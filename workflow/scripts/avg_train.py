@@ -19,7 +19,8 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     device = resolve_device(smk.params.device)
     model, history = training.train(m.arch, m.lam, d["train_x"], d["train_y"], d["test_x"],
                                     d["test_y"], epochs=t["epochs"], batch_size=t["batch_size"],
-                                    lr=t["lr"], seed=m.seed, device=device, tracker=run)
+                                    lr=t["lr"], seed=m.seed, device=device,
+                                    penalty_every=t.get("penalty_every", 1), tracker=run)
     num_classes = int(max(d["train_y"].max(), d["test_y"].max())) + 1
     training.save(model, smk.output.model, m.arch, d["train_x"].shape[1:], num_classes, m.lam)
     # The final model near chance on the test images (in distribution) is not evidence.

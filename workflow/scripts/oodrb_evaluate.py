@@ -1,9 +1,11 @@
-"""Rules oodrb_shifts and oodrb_attacks: one evaluation of one model (the rule's `kind`), written
-as one CSV (oodrb_shifts also writes the threat shifts and the per-image predictions)."""
+"""Rules oodrb_shifts, oodrb_shift_scores and oodrb_attacks: one evaluation of one model (the
+rule's `kind`), written as one CSV (oodrb_shifts also writes the threat shifts and the per-image
+predictions; oodrb_shift_scores, one shift's scores and predictions, which oodrb_shifts then reads
+instead of attacking that shift itself)."""
 from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
-from pabench.core.io import load_npz, write_csv
+from pabench.core.io import load_npz, read_table, write_csv
 from pabench.experiments.oodrb import compute, plan
 from pabench.metrics.settings import PASettings
 from pabench.training.loop import resolve_device
@@ -17,9 +19,19 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     model = compute.load(config, name, smk.input.model[0] if smk.input.model else None, device)
     data = load_npz(smk.input.data, ["test_x", "test_y"])  # evaluations use the ID test split only
     pa = PASettings.from_config(smk.params.pa, config["oodrb"]["pa_epochs"])
-    shift_files = dict(zip(plan.shifts(config), smk.input.shifts))
-    if kind == "shifts":
-        table, predictions = compute.shifts(config, name, model, data, shift_files, pa, device)
+    if kind == "shift_scores":   # one shift (oodrb.split_shifts), paired with the clean ID logits
+        clean = compute.logits(model, data["test_x"], device)
+        table, predictions = compute.shift_scores(config, name, model, clean,
+                                                  {smk.wildcards.shift: smk.input.shift}, pa, device)
+        write_csv(smk.output.predictions, predictions)
+    elif kind == "shifts":
+        split = plan.split_shifts(config)
+        shift_files = {} if split else dict(zip(plan.shifts(config), smk.input.shifts))
+        # (a shift's predictions: none but the header for a corruption)
+        scored = ([(read_table(a), read_table(b, rows_optional=True)) for a, b in
+                   zip(smk.input.shifts[::2], smk.input.shifts[1::2])] if split else None)
+        table, predictions = compute.shifts(config, name, model, data, shift_files, pa, device,
+                                            scored)
         write_csv(smk.output.predictions, predictions)
         skipped = plan.skipped_threats(config)
         if skipped:
@@ -32,6 +44,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         write_csv(smk.output.threats, threats)
         run.log_table("threats", threats)
     else:
+        shift_files = dict(zip(plan.shifts(config), smk.input.shifts))
         table = compute.attacks(config, name, model, data, shift_files, device)
     write_csv(smk.output.table, table)
     run.log_table(kind, table)

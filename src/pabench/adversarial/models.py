@@ -26,13 +26,14 @@ class LeNetCNN(nn.Module):
     """A 3-layer CNN (two conv layers and a hidden linear layer, LeCun-style), the backbone of
     the paper's JPEG + RS model and our small-scale zoo."""
 
-    def __init__(self, num_classes: int = 10, image_size: int = 32, in_channels: int = 3):
-        super().__init__()
+    def __init__(self, num_classes: int = 10, image_size: int = 32, in_channels: int = 3,
+                 width: int = 32):
+        super().__init__()   # width: the first conv's channels (the second has twice as many)
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 5, padding=2), nn.ReLU(), MaxPool2(),
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), MaxPool2(), nn.Flatten())
-        self.head = nn.Sequential(nn.Linear(64 * (image_size // 4) ** 2, 256), nn.ReLU(),
-                                  nn.Linear(256, num_classes))
+            nn.Conv2d(in_channels, width, 5, padding=2), nn.ReLU(), MaxPool2(),
+            nn.Conv2d(width, 2 * width, 5, padding=2), nn.ReLU(), MaxPool2(), nn.Flatten())
+        self.head = nn.Sequential(nn.Linear(2 * width * (image_size // 4) ** 2, 8 * width),
+                                  nn.ReLU(), nn.Linear(8 * width, num_classes))
 
     def forward(self, x):
         return self.head(self.features(x))
@@ -67,10 +68,10 @@ class _PreActBlock(nn.Module):
                          if stride != 1 or cin != cout else None)
 
     def forward(self, x):
-        out = F.relu(self.bn1(x))
+        out = F.relu(self.bn1(x), inplace=True)  # in place: a new tensor took 15% of a CPU forward
         skip = self.shortcut(out) if self.shortcut is not None else x
         out = self.conv1(out)
-        out = F.relu(self.bn2(out))
+        out = F.relu(self.bn2(out), inplace=True)
         if self.drop:
             out = F.dropout(out, self.drop, self.training)
         return self.conv2(out) + skip
@@ -93,7 +94,7 @@ class _ResidualNet(nn.Module):
         self.fc = nn.Linear(cin, num_classes)
 
     def forward(self, x):
-        out = F.relu(self.bn(self.blocks(self.stem(x))))
+        out = F.relu(self.bn(self.blocks(self.stem(x))), inplace=True)
         return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
 

@@ -66,9 +66,10 @@ def load_npz(path, keys=(), only: bool = False) -> dict:
     return arrays
 
 
-def read_table(path, **kwargs):
+def read_table(path, rows_optional: bool = False, **kwargs):
     """A CSV result table; a missing, empty or malformed file raises an error naming it.
-    An `eps` column holds eps tags ("0.1", "8-255", "min"): names, always read as strings."""
+    An `eps` column holds eps tags ("0.1", "8-255", "min"): names, always read as strings.
+    rows_optional: a header without rows is a valid (empty) table."""
     import pandas as pd
 
     kwargs["dtype"] = {"eps": str, **(kwargs.get("dtype") or {})}
@@ -85,7 +86,7 @@ def read_table(path, **kwargs):
         frame = pd.read_csv(path, **kwargs)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{path}: not a readable CSV table ({type(err).__name__}: {err})") from None
-    if frame.empty:
+    if frame.empty and not (rows_optional and len(frame.columns)):
         raise ValueError(f"{path}: an empty table")
     return frame
 

@@ -330,6 +330,12 @@ def oodrb_file(kind: str, dataset="{dataset}", model="{oodrb_model}") -> str:
     return f"data/oodrb/{kind}/{dataset}/{model}{ext}"
 
 
+def oodrb_shift_file(kind: str, dataset="{dataset}", model="{oodrb_model}", shift="{shift}") -> str:
+    """One model's scores on one dataset shift (rule oodrb_shift_scores, with oodrb.split_shifts):
+    "shift_scores" (a row per severity) or "shift_predictions" (per image, natural shifts)."""
+    return f"data/oodrb/{kind}/{dataset}/{model}/{shift}.csv"
+
+
 def oodrb_table(kind: str) -> str:
     """A tidy table of every model's per-model files of one kind (rule oodrb_table)."""
     return f"data/results/oodrb/{kind}.csv"

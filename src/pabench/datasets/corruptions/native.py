@@ -78,9 +78,18 @@ def _pointwise_noise(kind: int, params):
     return run
 
 
+@lru_cache(maxsize=None)
+def _shot_tables(photons: int):
+    """noise.poisson_tables with the guide as int16 (what the kernel reads; k_max < 32768)."""
+    cdf, guide, k_max = noise.poisson_tables(photons)
+    if k_max >= 2 ** 15:
+        raise ValueError(f"shot noise at {photons} photons needs k_max {k_max} >= 32768")
+    return _f64(cdf), np.ascontiguousarray(guide, dtype=np.int16), k_max
+
+
 def shot_noise(images, severity, rs):
     photons = noise.SHOT[severity - 1]
-    cdf, guide, k_max = noise.poisson_tables(photons)
+    cdf, guide, k_max = _shot_tables(photons)
     out = np.empty_like(images)
     n = images[0].size
     start = rs.take(n)
@@ -112,13 +121,19 @@ def defocus_blur(images, severity, rs):
     return out
 
 
+@lru_cache(maxsize=1)
+def _frost_hwc() -> np.ndarray:
+    """The frost textures (T, side, side, 3), interleaved like the images."""
+    return _f64(frost_textures().numpy().transpose(0, 2, 3, 1))
+
+
 def frost(images, severity, rs):
     w_image, w_frost = weather.FROST[severity - 1]
     pick, top, left = weather.frost_draws(rs, *images.shape[1:3])
-    textures = frost_textures().numpy()
+    textures = _frost_hwc()
     out = np.empty_like(images)
     b, h, w, _ = images.shape
-    load().cc_frost(_ptr(images), _ptr(out), b, h, w, _ptr(textures), textures.shape[-1],
+    load().cc_frost(_ptr(images), _ptr(out), b, h, w, _ptr(textures), textures.shape[1],
                     _ptr(_i64(pick)), _ptr(_i64(top)), _ptr(_i64(left)), w_image, w_frost)
     return out
 

@@ -13,8 +13,13 @@ def avgcase(config: dict) -> list[str]:
     a = config.get("avgcase")
     if not a:
         return []
-    errors = [f"avgcase.use: {d!r} has no models (avgcase.models.{d})"
-              for d in a["use"] if not any(a["models"].get(d, {}).values())]
+    errors = []
+    for d in a["use"]:
+        archs = a["models"].get(d, {})
+        if not any(archs.values()):   # none, or every architecture's lambda list empty ([])
+            empty = ", ".join(f"avgcase.models.{d}.{arch} is []" for arch in archs)
+            errors.append(f"avgcase.use: {d!r} has no models (avgcase.models.{d}"
+                          + (f": {empty})" if empty else ")"))
     for dataset in a["use"]:
         archs = a["models"].get(dataset, {})
         if dataset not in a["datasets"]:
@@ -29,6 +34,10 @@ def avgcase(config: dict) -> list[str]:
     named += [(f"avgcase.class_bias[{i}]", ref) for i, ref in enumerate(a["class_bias"])]
     for key, ref in named:
         if ref not in known:  # spelled as avgcase.models names it: "mnist32/cnn-lam0"
-            errors.append(f"{key}: model {ref!r} is not trained (avgcase.models gives "
+            m = plan.model_of(ref)
+            lams = a["models"].get(m.dataset, {}).get(m.arch)
+            where = (f"avgcase.models.{m.dataset}.{m.arch} is {lams}; " if lams is not None
+                     else "")
+            errors.append(f"{key}: model {ref!r} is not trained ({where}avgcase.models gives "
                           f"{sorted(known)})")
     return errors

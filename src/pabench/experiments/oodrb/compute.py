@@ -182,22 +182,41 @@ def _pa_columns(clean: np.ndarray, views: np.ndarray, labels, pa) -> pd.DataFram
                          "beta": s.beta_exact, "afr_pred": s.afr_pred, "afr_true": s.afr_true})
 
 
-def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, device):
+def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, device,
+           scored: list | None = None):
     """ID and every dataset shift for one model: clean accuracy, MM5 robustness at eps, and PA /
     AFR between the clean and the shifted (ID: MM5's adversarial, the first misclassified
-    iterate, the clean image where robust) logits.  Returns the rows and the
-    per-image predictions (clean and adversarial) on the ID set and the natural shifts."""
+    iterate, the clean image where robust) logits.  Returns the rows and the per-image
+    predictions (clean and adversarial) on the ID set and the natural shifts.  `scored`: the
+    (rows, predictions) of every shift from its own job (oodrb.split_shifts), instead of
+    attacking the shifts here."""
+    o, spec = config["oodrb"], plan.zoo(config).get(name, {})
+    x, y = data["test_x"], data["test_y"]
+    clean = logits(model, x, device)
+    adv, robust, _ = mm5(model, x, y, plan.eps_of(config), o, device)
+    scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
+    accuracy = float((clean.argmax(1) == y).mean())
+    rows = pd.DataFrame([_row(name, spec, "id", "id", 0, len(y), accuracy, float(robust.mean()),
+                              **scores)])
+    preds = [_predictions(name, spec, "id", y, clean, adv)]
+    if scored is None:
+        scored = [shift_scores(config, name, model, clean, shift_files, pa, device)]
+    table = pd.concat([rows, *(r for r, _ in scored)], ignore_index=True)
+    # A model near chance on its ID test images, or whose PA is at beta* = 0 for every view, is
+    # not evidence (pabench.reporting.degenerate): flagged on all its rows.
+    flagged = degenerate.flag(table.accuracy.iloc[0], len(y), clean.shape[1], table.beta)
+    return (table.assign(**{degenerate.COLUMN: flagged}),
+            pd.concat([*preds, *(p for _, p in scored)], ignore_index=True))
+
+
+def shift_scores(config: dict, name: str, model, clean_id: np.ndarray, shift_files: dict, pa,
+                 device) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The given dataset shifts for one model: a row per shift and severity (clean accuracy, MM5
+    robustness, PA / AFR of each corrupted set against the clean logits `clean_id` of its ID
+    originals) and the per-image predictions on the natural shifts."""
     from pabench.core.io import load_npz
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
-    eps = plan.eps_of(config)
-    x, y = data["test_x"], data["test_y"]
-    clean = logits(model, x, device)
-    adv, robust, _ = mm5(model, x, y, eps, o, device)
-    scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
-    rows = [_row(name, spec, "id", "id", 0, len(y), float((clean.argmax(1) == y).mean()),
-                 float(robust.mean()), **scores)]
-    preds = [_predictions(name, spec, "id", y, clean, adv)]
     # Every shifted image in one MM5 call: large batches are several times cheaper per image.
     sets = []
     for shift, path in shift_files.items():
@@ -207,17 +226,18 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
     all_x = np.concatenate([s[2] for s in sets])
     all_y = np.concatenate([s[3] for s in sets])
     all_clean = logits(model, all_x, device)
-    all_adv, all_robust, _ = mm5(model, all_x, all_y, eps, o, device)
+    all_adv, all_robust, _ = mm5(model, all_x, all_y, plan.eps_of(config), o, device)
     bounds = np.cumsum([0] + [len(s[3]) for s in sets])
     paired = [(j, s) for j, s in enumerate(sets) if (s[4] >= 0).all()]
     pa_rows = {}
     if paired:
         # each corrupted set against the clean logits of its own originals, in one stacked solve
         views = np.stack([all_clean[bounds[j]:bounds[j + 1]] for j, _ in paired])
-        ref = np.stack([clean[s[4]] for _, s in paired])
+        ref = np.stack([clean_id[s[4]] for _, s in paired])
         table = _pa_columns(ref, views, np.stack([s[3] for _, s in paired]), pa)
         pa_rows = {j: table.iloc[k].to_dict() for k, (j, _) in enumerate(paired)}
     nan = dict.fromkeys(("log_pa", "log_pa_adam", "beta", "afr_pred", "afr_true"), np.nan)
+    rows, preds = [], []
     for j, (shift, severity, _, labels, _) in enumerate(sets):
         lo, hi = bounds[j], bounds[j + 1]
         family = "corruption" if plan.is_corruption(config, shift) else "natural"
@@ -226,11 +246,10 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
                          float(all_robust[lo:hi].mean()), **pa_rows.get(j, nan)))
         if family == "natural":
             preds.append(_predictions(name, spec, shift, labels, all_clean[lo:hi], all_adv[lo:hi]))
-    table = pd.DataFrame(rows)
-    # A model near chance on its ID test images, or whose PA is at beta* = 0 for every view, is
-    # not evidence (pabench.reporting.degenerate): flagged on all its rows.
-    flagged = degenerate.flag(rows[0]["accuracy"], len(y), clean.shape[1], table.beta)
-    return table.assign(**{degenerate.COLUMN: flagged}), pd.concat(preds, ignore_index=True)
+    if not preds:   # no natural shift among these: an empty table with the columns
+        preds = [_predictions(name, spec, "", np.zeros(0, np.int64), np.zeros((0, 1)),
+                              np.zeros((0, 1)))]
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True)
 
 
 def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:

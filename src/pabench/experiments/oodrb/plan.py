@@ -121,6 +121,19 @@ def shift_files(config: dict) -> dict[str, str]:
     return {s: data_file(config, s) for s in shifts(config)}
 
 
+def split_shifts(config: dict) -> bool:
+    return bool(_o(config)["split_shifts"])
+
+
+def shift_inputs(config: dict, dataset_: str, model: str) -> list[str]:
+    """What a model's oodrb_shifts job reads besides the ID split: every shift's images, or (split)
+    every shift's scores and predictions from its own oodrb_shift_scores job, in shift order."""
+    if not split_shifts(config):
+        return list(shift_files(config).values())
+    return [paths.oodrb_shift_file(kind, dataset_, model, s)
+            for s in shifts(config) for kind in ("shift_scores", "shift_predictions")]
+
+
 def table_inputs(config: dict, kind: str) -> list[str]:
     """The per-model files stacked into oodrb_table(kind)."""
     d = dataset(config)
