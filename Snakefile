@@ -30,8 +30,8 @@ except pabench_config.ConfigError as err:
     sys.exit(f"pabench: {err}")
 validate(config, SCHEMA)
 # Jobs keep freed memory for reuse instead of faulting large tensors in afresh each time: set
-# before any server or job starts, which all inherit it (pabench.core.allocator; 1.3-1.4x faster
-# forward passes on CPU).
+# before any server or job starts, which all inherit it (pabench.core.allocator; 1.3-1.5x faster
+# ResNet forward passes on CPU).
 allocator.configure()
 # W&B: start this invocation's W&B run server while Snakemake plans the jobs, so that jobs hand
 # their runs to it instead of importing wandb (pabench.tracking; PABENCH_WANDB_SERVER=0: off).

@@ -320,14 +320,13 @@ def ood(config: dict) -> list[Work]:
     n_shift = n_test if o["n_shift"] is None else min(o["n_shift"], n_test)
     if o["cifar10c"]:
         n_shift = _size(o["n_shift"], data.test)
-    corrupted = len(o["corruptions"]) * len(o["severities"]) * n_shift
-    natural = sum(NATURAL[s] if o["n_natural"] is None else min(o["n_natural"], NATURAL[s])
-                  for s in o["natural"])
+    # images per dataset shift: a corruption at every severity, or a natural shift
+    per_shift = {c: n_shift * len(o["severities"]) for c in o["corruptions"]}
+    per_shift.update({s: _size(o["n_natural"], NATURAL[s]) for s in o["natural"]})
     if not o["cifar10c"]:
         for c in o["corruptions"]:
-            n = n_shift * len(o["severities"])
-            out.append(Work("oodrb", f"oodrb_shift {ds}/{c}", None, "corruption image", n,
-                            {"corrupt": n}))
+            out.append(Work("oodrb", f"oodrb_shift {ds}/{c}", None, "corruption image",
+                            per_shift[c], {"corrupt": per_shift[c]}))
     mm = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)  # a random start and the steps, per target
     for name, spec in oodrb.zoo(config).items():
         net = Net("zoo", spec["arch"], data.shape, data.classes)
@@ -344,11 +343,9 @@ def ood(config: dict) -> list[Work]:
         job = f"oodrb_shifts {ds}/{model}"
         # ID and every shifted set: clean, MM5, adversarial; with split_shifts, each shift in a
         # job of its own (which also scores the ID images clean, for PA's pairs)
-        per_shift = {c: n_shift * len(o["severities"]) for c in o["corruptions"]}
-        per_shift.update({s: _size(o["n_natural"], NATURAL[s]) for s in o["natural"]})
         parts = ([(f"oodrb_shift_scores {ds}/{model}/{s}", n, n_test)
                   for s, n in per_shift.items()] if oodrb.split_shifts(config) else
-                 [(job, corrupted + natural, 0)])
+                 [(job, sum(per_shift.values()), 0)])
         for part, images, clean_id in [(job, n_test, 0), *parts]:
             out.append(Work("oodrb", part, net, "attack step", images * mm,
                             _add(_step(images * mm), {"fwd": 2 * images + clean_id})))

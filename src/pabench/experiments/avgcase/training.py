@@ -58,16 +58,17 @@ def step(model, opt, x, y, lam: float, weight: float | None = None) -> tuple[flo
     weight = lam if weight is None else weight
     x = x.requires_grad_(True)
     ce = F.cross_entropy(model(x), y, reduction="none")
+    mean = ce.mean()
     opt.zero_grad(set_to_none=True)
     if weight > 0:
         (grad,) = torch.autograd.grad(ce.sum(), x, create_graph=True)
         sq = grad.flatten(1).pow(2).sum(1).mean()
-        (ce.mean() + weight * sq).backward()
+        (mean + weight * sq).backward()
     else:
-        ce.mean().backward()
+        mean.backward()
         sq = (x.grad * len(x)).flatten(1).pow(2).sum(1).mean()
     opt.step()
-    return ce.mean().item() + lam * sq.item(), sq.item()
+    return mean.item() + lam * sq.item(), sq.item()
 
 
 def recalibrate_batchnorm(model: nn.Module, images_u8, device, batch: int = 128) -> nn.Module:
