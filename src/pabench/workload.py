@@ -277,12 +277,12 @@ def average_case(config: dict) -> list[Work]:
 
 def _avg_training(job, net, penalty, train, epochs, n_train, n_test) -> list[Work]:
     """Steps of batch_size images, then BatchNorm recalibrated on up to 1,024 training images and
-    train and test accuracy evaluated, every epoch.  With lazy regularisation (penalty_every k)
-    one step in k is penalised and the others are plain."""
+    the test accuracy evaluated, every epoch (the train accuracy is read off the steps).  With
+    lazy regularisation (penalty_every k) one step in k is penalised and the others are plain."""
     bs = train["batch_size"]
     steps = max(1, n_train // bs)
     work = _epochs("avgcase", job, net, f"train:avg:{penalty}", epochs, steps * bs,
-                   evaluated=min(1024, n_train) + n_train + n_test)
+                   evaluated=min(1024, n_train) + n_test)
     every = int(train.get("penalty_every", 1))
     if penalty == "grad" and every > 1:
         penalised = epochs * -(-steps // every) * bs   # steps 0, k, 2k, ... of every epoch

@@ -5,7 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pabench.experiments.avgcase.training import build, recalibrate_batchnorm, step, train
+from pabench.experiments.avgcase.training import (accuracy, build, recalibrate_batchnorm,
+                                                   step, train)
 
 
 def _batch(seed=0, n=32):
@@ -28,7 +29,10 @@ def test_step_reports_the_penalised_loss_and_the_input_gradient_norm(lam):
     x, y = _batch()
     ce, sq = _explicit(model, x, y)
     before = [p.detach().clone() for p in model.parameters()]
-    loss, got_sq = step(model, torch.optim.SGD(model.parameters(), lr=0.1), x, y, lam)
+    with torch.no_grad():
+        right = int((model(x).argmax(1) == y).sum())   # before the step
+    loss, got_sq, got_right = step(model, torch.optim.SGD(model.parameters(), lr=0.1), x, y, lam)
+    assert got_right == right
     assert got_sq == pytest.approx(sq, rel=1e-5)
     assert loss == pytest.approx(ce + lam * sq, rel=1e-5)
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))  # it stepped
@@ -49,6 +53,18 @@ def test_the_penalty_lowers_the_input_gradient_norm(every):
         train("linear", 1.0, x[:300], y[:300], x[300:], y[300:], **{**kw, "penalty_every": 0})
 
 
+def test_train_accuracy_is_read_off_the_training_steps():
+    """With lr = 0 the weights never move, so the accuracy of the epoch's batches as trained on
+    equals the accuracy of the model on the whole training set (a model without BatchNorm)."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (300, 1, 8, 8), dtype=np.uint8)
+    y = rng.integers(0, 3, 300)
+    model, history = train("cnn", 0.0, x, y, x[:50], y[:50], epochs=1, batch_size=50, lr=0.0,
+                           seed=0, device="cpu")
+    assert history[0]["train_accuracy"] == accuracy(model, x, y, "cpu")
+    assert history[0]["test_accuracy"] == accuracy(model, x[:50], y[:50], "cpu")
+
+
 def test_a_lazy_step_is_a_plain_step_that_reports_the_penalised_loss():
     """Lazy regularisation's unpenalised steps (weight 0) move the weights as lambda = 0 does,
     and report CE + lambda * ||grad||^2 all the same; a penalised step uses the weight given."""
@@ -59,8 +75,8 @@ def test_a_lazy_step_is_a_plain_step_that_reports_the_penalised_loss():
         torch.manual_seed(0)
         model = build("cnn", (1, 8, 8), 3)
         ce, sq = _explicit(model, x, y)
-        loss, got_sq = step(model, torch.optim.SGD(model.parameters(), lr=0.1), x.clone(), y, lam,
-                            weight)
+        loss, got_sq, _ = step(model, torch.optim.SGD(model.parameters(), lr=0.1), x.clone(), y,
+                               lam, weight)
         assert loss == pytest.approx(ce + lam * sq, rel=1e-5) and got_sq == pytest.approx(sq, rel=1e-5)
         runs[name] = [p.detach() for p in model.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(runs["plain"], runs["lazy"]))

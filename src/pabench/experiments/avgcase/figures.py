@@ -244,8 +244,10 @@ def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.Dat
             if c == 0:
                 ax.set_ylabel("p_robust")
     handles = [plt.Rectangle((0, 0), 1, 1, color=STYLE[n][0], alpha=0.5) for n in estimators]
-    axes[0, -1].legend(handles, [LABEL[n] for n in estimators], fontsize=6, loc="lower right")
-    fig.tight_layout()
+    # Above the panels: inside one, the legend covered boxes wherever the data happened to be.
+    fig.legend(handles, [LABEL[n] for n in estimators], fontsize=7, loc="upper center",
+               ncol=len(estimators), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))
     data = est[["dataset", "model", "seed", degenerate.COLUMN, "sigma", "estimator", "point", "label",
                 "p"]].assign(**{"class": lambda f: [class_name(ds, int(y)) for ds, y in zip(f.dataset, f.label)]})
     data = data.sort_values(["dataset", "model", "seed", "sigma", "estimator", "point"]).reset_index(drop=True)

@@ -125,8 +125,9 @@ def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: in
 
     adaptive=True draws copies in rounds and stops a point once its Clopper-Pearson interval at
     `confidence` is within +-tol (default: as tight as n fixed samples guarantee at worst,
-    `equal_accuracy_tol`), or at n copies; after a first round of 64, each point's next round is
-    sized from its current estimate (`_next_round`).  bfloat16=True classifies the copies under
+    `equal_accuracy_tol`), or at n copies.  The first round is the fewest copies any point can
+    stop at (`_fewest`: a point at p = 1), each later one the fewest that would stop the point if
+    its estimate stayed where it is (`_next_round`).  bfloat16=True classifies the copies under
     bfloat16 autocast: faster where the hardware has bfloat16 units, but the noisy logits carry
     ~3 significant digits, so a copy near a tie may change class (an approximation, off by
     default)."""
@@ -140,7 +141,7 @@ def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: in
     gen = torch.Generator(device=x.device).manual_seed(seed)
     b = len(x)
     hits, used = np.zeros(b, np.int64), np.zeros(b, np.int64)
-    step = np.full(b, min(n, _FIRST_ROUND) if adaptive else n)
+    step = np.full(b, min(n, _fewest(tol, confidence)) if adaptive else n)
     active = np.arange(b)
     bar = _bar(progress, b * n, "p_mc copies")
     with torch.inference_mode(), torch.autocast(x.device.type, torch.bfloat16, enabled=bfloat16):
@@ -160,27 +161,38 @@ def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: in
             if adaptive:
                 h, u = hits[active], used[active]
                 done |= _mc_half_width(h, u, confidence) <= tol
-                step[active] = _next_round(h, u, tol, confidence)
+                step[active] = _next_round(h, u, tol, confidence, n)
             active = active[~done]
     bar.update(bar.total - bar.n)   # points stopped early leave part of the total undrawn
     bar.close()
     return MCResult(hits / used, used)
 
 
-_FIRST_ROUND = 64
 _MIN_ROUND = 16
 
 
-def _next_round(hits: np.ndarray, used: np.ndarray, tol: float, confidence: float) -> np.ndarray:
-    """Copies to draw next per point: the fewest, among a few growth factors of `used`, whose
-    interval would be within tol if the estimate stayed where it is; the doubling if none would.
-    (Doubling blindly overshoots: a point at p = 1 that needs ~90 copies drew 192.)"""
-    p, step = hits / used, used.copy()
-    for factor in (2.0, 1.5, 1.25):   # the smallest that fits is tried last and wins
-        total = np.maximum(np.ceil(used * factor), used + _MIN_ROUND)
-        fits = _mc_half_width(np.round(p * total), total, confidence) <= tol
-        step = np.where(fits, total - used, step)
-    return step.astype(np.int64)
+def _fewest(tol: float, confidence: float) -> int:
+    """Copies below which no point can stop: the Clopper-Pearson interval is narrowest with all
+    (or no) copies classified t, where its half-width is 1 - (alpha / 2)^(1 / m)."""
+    alpha = 1.0 - confidence
+    return max(_MIN_ROUND, int(np.ceil(np.log(alpha / 2) / np.log1p(-tol))))
+
+
+def _next_round(hits: np.ndarray, used: np.ndarray, tol: float, confidence: float,
+                n: int) -> np.ndarray:
+    """Copies to draw next per point: the fewest (at least _MIN_ROUND, at most up to n in all)
+    whose interval would be within tol if the estimate stayed where it is, by bisection on the
+    total.  (Rounds of fixed growth overshoot: doubling took a point at p = 1 that needs ~90
+    copies to 192, and steps of 1.25x, 1.5x and 2x still drew ~10% more than needed.)"""
+    p = hits / used
+    lo = np.minimum(used + _MIN_ROUND, n)         # fits(lo) unknown, fits(hi) assumed
+    hi = np.full_like(used, n)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        fits = _mc_half_width(np.round(p * mid), mid, confidence) <= tol
+        hi = np.where(fits, mid, hi)
+        lo = np.where(fits, lo, mid + 1)
+    return (hi - used).astype(np.int64)
 
 
 def _bar(enabled: bool, total: int, desc: str):
