@@ -2,9 +2,13 @@
 # A throw-away single-node Slurm (Debian's packages, no systemd, no accounting database) for
 # testing the SLURM profile on this machine.
 #
-#   bash tests/slurm/cluster.sh run CMD...   start Slurm, run CMD, stop Slurm whatever happens
-#   bash tests/slurm/cluster.sh start | stop | status
+#   bash tests/slurm/cluster.sh run CMD...   start Slurm, run CMD, stop Slurm whatever happens,
+#                                            then remove what it installed
+#   bash tests/slurm/cluster.sh start | stop | status | uninstall
 #
+# `run` removes the packages it installed and the slurm.conf it wrote (PABENCH_SLURM_KEEP=1 keeps
+# them): with slurm-client installed but no controller running, every later Snakemake start waits
+# ~15 s on the SLURM plugin's `scontrol show config`.
 # Needs root (apt-get, /etc/slurm, /etc/munge). The daemons run as plain processes; `stop` ends
 # only the processes whose pid files this script wrote. Without slurmdbd, `sacct` knows nothing:
 # Snakemake must be run with `--slurm-status-command squeue` (MinJobAge below keeps finished jobs
@@ -12,6 +16,8 @@
 set -euo pipefail
 
 STATE=${PABENCH_SLURM_STATE:-/tmp/pabench-slurm}
+PACKAGES=(slurmctld slurmd slurm-client munge)
+INSTALLED=$STATE/installed-packages   # the packages this script installed, for `uninstall`
 CONF=/etc/slurm/slurm.conf   # not SLURM_CONF: the plugin's job step drops every SLURM_* variable
 MARK="# written by pabench tests/slurm/cluster.sh"
 HOST=$(hostname -s)
@@ -24,11 +30,37 @@ install() {
         command -v "$cmd" >/dev/null || missing+=("$cmd")
     done
     [ ${#missing[@]} -eq 0 ] && return
-    log "installing slurmctld slurmd slurm-client munge (missing: ${missing[*]})"
+    local new=()
+    for pkg in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || new+=("$pkg")
+    done
+    log "installing ${new[*]} (missing: ${missing[*]})"
+    mkdir -p "$STATE"
+    printf '%s\n' "${new[@]}" >>"$INSTALLED"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null ||
+    apt-get install -y --no-install-recommends "${PACKAGES[@]}" >/dev/null ||
         { apt-get update >/dev/null &&
-          apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null; }
+          apt-get install -y --no-install-recommends "${PACKAGES[@]}" >/dev/null; }
+}
+
+uninstall() {
+    if [ -f "$CONF" ] && grep -qF "$MARK" "$CONF"; then
+        rm -f "$CONF"
+    fi
+    [ -s "$INSTALLED" ] || return 0
+    local pkgs
+    mapfile -t pkgs < <(sort -u "$INSTALLED")
+    log "removing what this script installed: ${pkgs[*]} (PABENCH_SLURM_KEEP=1 keeps them)"
+    DEBIAN_FRONTEND=noninteractive apt-get remove -y "${pkgs[@]}" >/dev/null ||
+        log "could not remove ${pkgs[*]}"
+    rm -f "$INSTALLED"
+}
+
+finish() {
+    stop
+    if [ "${PABENCH_SLURM_KEEP:-0}" != 1 ]; then
+        uninstall
+    fi
 }
 
 write_conf() {
@@ -114,11 +146,12 @@ case "${1:-}" in
     start) start ;;
     stop) stop ;;
     status) sinfo ;;
+    uninstall) uninstall ;;
     run)
         shift
-        trap stop EXIT
+        trap finish EXIT
         start
         "$@"
         ;;
-    *) echo "usage: $0 start|stop|status|run CMD..." >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|uninstall|run CMD..." >&2; exit 2 ;;
 esac

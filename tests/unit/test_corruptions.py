@@ -299,6 +299,49 @@ def test_native_kernels_give_the_fallbacks_bytes(cifar, monkeypatch):
         np.testing.assert_array_equal(out, slow, err_msg=f"{name} {severity}")
 
 
+def test_shot_noise_thresholds_decide_like_the_double_cdf():
+    """The kernel compares float32 uniforms with float32 thresholds (the smallest float32 above
+    each CDF value): `threshold <= u` must be `cdf < u` exactly, for CDF values that are and are
+    not float32 numbers, and for u right at, below and above them."""
+    from pabench.datasets.corruptions import native
+
+    cdf, _, _ = noise.poisson_tables(noise.SHOT[0])
+    thr, _, _ = native._shot_tables(noise.SHOT[0])
+    exact = np.float32([0.25, 0.5, 0.75]).astype(np.float64)     # float32 numbers themselves
+    values = np.concatenate([cdf, exact])
+    limits = np.concatenate([thr, np.nextafter(exact.astype(np.float32), np.float32(2))])
+    near = values.astype(np.float32)
+    for u in (near, np.nextafter(near, np.float32(0)), np.nextafter(near, np.float32(2))):
+        np.testing.assert_array_equal(limits <= u, values < u.astype(np.float64))
+
+
+def test_uniform_draws_do_not_depend_on_the_hashing_chunk(monkeypatch):
+    from pabench.datasets.corruptions import rng
+
+    def draws():
+        s = Streams(3, "frost", 2, np.arange(50))
+        return [s.uniform(1), s.uniform(7, 5), s.uniform(3)]
+
+    big = draws()
+    monkeypatch.setattr(rng, "_CHUNK", 3)
+    for a, b in zip(big, draws()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_zoom_blur_sums_every_factor_in_the_references_order(cifar):
+    """Each distinct zoom is computed once and added as often as the reference adds it: the
+    same bytes as adding clipped_zoom at every factor."""
+    x = torch.from_numpy(np.ascontiguousarray(cifar.transpose(0, 3, 1, 2)))
+    for severity in SEVERITIES:
+        factors = np.arange(1, blur.ZOOM_END[severity - 1], 0.01)
+        xf = x.float() / 255
+        total = torch.zeros_like(xf)
+        for f in factors:
+            total += blur.clipped_zoom(xf, f)
+        expected = ((xf + total) / (len(factors) + 1)).clamp_(0, 1) * 255
+        assert torch.equal(blur.zoom_blur(x, severity, None), expected), severity
+
+
 NEW_KERNELS = ("jpeg_compression", "elastic_transform", "snow")
 
 
@@ -310,7 +353,7 @@ def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatc
     if native.load() is None:
         pytest.skip("no C compiler: only the numpy / PyTorch path exists here")
     rng = np.random.default_rng(4)
-    shapes = [(3, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]
+    shapes = [(9, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]  # 9: 8 lanes + 1
     cases = [(rng.integers(0, 256, shape, dtype=np.uint8), name, s)
              for shape in shapes for name in NEW_KERNELS + ("motion_blur", "pixelate", "frost") for s in SEVERITIES
              if name != "jpeg_compression" or (shape[1] % 16 == 0 and shape[2] % 16 == 0)]

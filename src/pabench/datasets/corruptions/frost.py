@@ -47,5 +47,7 @@ def make_texture(seed: int, side: int = SIDE) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def frost_textures() -> torch.Tensor:
-    """The five textures, (5, 3, SIDE, SIDE) float64 on 0..255."""
-    return torch.from_numpy(np.stack([make_texture(1000 + i) for i in range(N_TEXTURES)]))
+    """The five textures, (5, 3, SIDE, SIDE) uint8, rounded like the reference's photographs (and
+    a quarter of a float's bytes, which the frost kernel reads for every pixel)."""
+    textures = np.stack([make_texture(1000 + i) for i in range(N_TEXTURES)])
+    return torch.from_numpy(np.rint(textures).clip(0, 255).astype(np.uint8))

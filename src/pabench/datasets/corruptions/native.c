@@ -136,13 +136,17 @@ void cc_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64
     free(u);
 }
 
-/* Poisson(level / 255 * photons) by inverse CDF: cdf (256, k_max) rows, guide (256, n_guide + 1)
- * the first candidate of each cell of u, as int16 (k_max < 32768): a quarter of the int64 table's
- * cache footprint, which its random look-ups otherwise spill out of L2. */
+/* Poisson(level / 255 * photons) by inverse CDF: thr (256, k_max) float32, the smallest float32
+ * above each CDF value (so `cdf < u`, in double, is `thr <= u` for the float32 uniforms, exactly,
+ * from a table half the size, which stays in L2 at 500 photons), and guide (256, n_guide + 1) the
+ * first candidate of each cell of u, as int16 (k_max < 32768).  Most cells hold one candidate
+ * (lo == hi): those need no look-up in thr at all. */
 void cc_shot_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64_t *index,
-                   uint64_t key, uint64_t c0, const double *cdf, const int16_t *guide, long k_max,
+                   uint64_t key, uint64_t c0, const float *thr, const int16_t *guide, long k_max,
                    long n_guide, float photons) {
     float *u = malloc((n + 1) * sizeof(float));
+    uint8_t *to_u8 = malloc(k_max);                 /* count -> output byte, made once */
+    for (long k = 0; k < k_max; k++) to_u8[k] = unit_to_u8((float)k / photons);
     for (long b = 0; b < n_img; b++) {
         const uint8_t *x = img + b * n;
         uint8_t *y = out + b * n;
@@ -151,17 +155,16 @@ void cc_shot_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const u
             long level = x[i];
             long at = level * (n_guide + 1) + (long)(u[i] * (float)n_guide);
             long lo = guide[at], hi = guide[at + 1];
-            const double *row = cdf + level * k_max;
-            /* the first k in [lo, hi] with cdf >= u: what the fallback's bisection finds; a
-             * cell is mostly 0-2 values wide: two branch-free steps, then a scan (row[hi] is
-             * always inside the row) */
-            double ud = (double)u[i];
-            lo += (lo < hi) & (row[lo] < ud);
-            lo += (lo < hi) & (row[lo] < ud);
-            while (lo < hi && row[lo] < ud) lo++;
-            y[i] = unit_to_u8((float)lo / photons);
+            /* the first k in [lo, hi] with cdf >= u: what the fallback's bisection finds
+             * (row[hi] is always inside the row) */
+            if (lo < hi) {
+                const float *row = thr + level * k_max;
+                while (lo < hi && row[lo] <= u[i]) lo++;
+            }
+            y[i] = to_u8[lo];
         }
     }
+    free(to_u8);
     free(u);
 }
 
@@ -254,18 +257,18 @@ void cc_defocus(const uint8_t *img, uint8_t *out, long n_img, long h, long w, lo
 
 /* ---- weather and digital */
 
-/* w_image * x + w_frost * texture crop, clipped to [0, 255]; textures (T, side, side, 3), laid
- * out like the images, so that each row of the crop is one contiguous, vectorised loop. */
+/* w_image * x + w_frost * texture crop, clipped to [0, 255]; textures (T, side, side, 3) uint8,
+ * laid out like the images, so that each row of the crop is one contiguous, vectorised loop. */
 void cc_frost(const uint8_t *restrict img, uint8_t *restrict out, long n_img, long h, long w,
-              const double *restrict tex, long side, const int64_t *pick, const int64_t *top,
+              const uint8_t *restrict tex, long side, const int64_t *pick, const int64_t *top,
               const int64_t *left, double w_image, double w_frost) {
     for (long b = 0; b < n_img; b++)
         for (long r = 0; r < h; r++) {
-            const double *t = tex + ((pick[b] * side + top[b] + r) * side + left[b]) * 3;
+            const uint8_t *t = tex + ((pick[b] * side + top[b] + r) * side + left[b]) * 3;
             const uint8_t *x = img + (b * h + r) * w * 3;
             uint8_t *y = out + (b * h + r) * w * 3;
             for (long i = 0; i < w * 3; i++) {
-                double v = w_image * (double)x[i] + w_frost * t[i];
+                double v = w_image * (double)x[i] + w_frost * (double)t[i];
                 y[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
             }
         }
@@ -354,16 +357,111 @@ static void box_rows(const double *restrict src, double *restrict dst, long rows
     }
 }
 
+/* The same two passes on 8 images at once: lane l of every v8d holds image l, and each lane does
+ * box_pass's and box_rows's operations in their order (the same bytes, 8 images per instruction;
+ * the box of each output is found once, not per image). */
+static inline v8d round8(v8d v) {                /* floor(v + 0.5), lane by lane */
+    v += 0.5;
+    v8d r;
+    for (int l = 0; l < 8; l++) r[l] = floor(v[l]);
+    return r;
+}
+
+static void box_pass8(const v8d *restrict src, v8d *restrict dst, long n_in, long n_out, long len,
+                      const double *weight) {
+    for (long o = 0; o < n_out; o++) {
+        v8d *d = dst + o * len;
+        for (long i = 0; i < len; i++) d[i] = (v8d){0};
+        for (long j = 0; j < n_in; j++) {
+            double wj = weight[o * n_in + j];
+            if (wj == 0) continue;
+            for (long i = 0; i < len; i++) d[i] += src[j * len + i] * wj;
+        }
+        for (long i = 0; i < len; i++) d[i] = round8(d[i]);
+    }
+}
+
+static void box_rows8(const v8d *restrict src, v8d *restrict dst, long rows, long n_in,
+                      long n_out, const double *weight) {
+    long lo[n_out], hi[n_out];
+    for (long o = 0; o < n_out; o++) {
+        lo[o] = n_in, hi[o] = 0;
+        for (long j = 0; j < n_in; j++)
+            if (weight[o * n_in + j] != 0) {
+                if (j < lo[o]) lo[o] = j;
+                hi[o] = j + 1;
+            }
+    }
+    for (long r = 0; r < rows; r++) {
+        const v8d *s = src + r * n_in * 3;
+        v8d *d = dst + r * n_out * 3;
+        for (long o = 0; o < n_out; o++) {
+            v8d a = {0}, b = {0}, c = {0};
+            for (long j = lo[o]; j < hi[o]; j++) {
+                double wj = weight[o * n_in + j];
+                if (wj == 0) continue;
+                a += s[3 * j] * wj, b += s[3 * j + 1] * wj, c += s[3 * j + 2] * wj;
+            }
+            d[3 * o] = round8(a), d[3 * o + 1] = round8(b), d[3 * o + 2] = round8(c);
+        }
+    }
+}
+
+/* Whether every output of a weight matrix (n_out, n_in) takes one input at weight 1 (Pillow's BOX
+ * upscaling), and which (tap[o]): such a pass copies, since 0 + x * 1 = x and floor(x + 0.5) = x
+ * for the whole numbers it is given. */
+static int single_taps(const double *weight, long n_out, long n_in, long *tap) {
+    for (long o = 0; o < n_out; o++) {
+        long found = -1;
+        for (long j = 0; j < n_in; j++) {
+            double wj = weight[o * n_in + j];
+            if (wj == 0) continue;
+            if (wj != 1.0 || found >= 0) return 0;
+            found = j;
+        }
+        if (found < 0) return 0;
+        tap[o] = found;
+    }
+    return 1;
+}
+
 /* Pillow's BOX resize to (hs, ws) and back to (h, w), each resize horizontal (box_rows) then
  * vertical (box_pass, whole rows at once); down_w (ws, w), down_h (hs, h), up_w (w, ws), up_h
  * (h, hs) are the weight matrices.  No transposes (1.1-1.4x faster than passing along the
- * first axis of transposed copies), the same sums in the same order. */
+ * first axis of transposed copies), the same sums in the same order; 8 images at a time in the
+ * lanes of box_rows8 / box_pass8, the remainder one by one.  Upscaling (hs <= h, ws <= w) takes
+ * one pixel at weight 1 for each output, so the way back is a copy from the small image. */
 void cc_pixelate(const uint8_t *img, uint8_t *out, long n_img, long h, long w, long hs, long ws,
                  const double *down_w, const double *down_h, const double *up_w,
                  const double *up_h) {
-    long n = h * w * 3;
+    long n = h * w * 3, b = 0, row_tap[h], col_tap[w];
+    int copy = single_taps(up_w, w, ws, col_tap) && single_taps(up_h, h, hs, row_tap);
+    if (n_img >= 8) {
+        v8d *a = aligned_alloc(64, n * sizeof(v8d)), *t = aligned_alloc(64, n * sizeof(v8d));
+        for (; b + 8 <= n_img; b += 8) {
+            for (long i = 0; i < n; i++)
+                for (int l = 0; l < 8; l++) a[i][l] = img[(b + l) * n + i];
+            box_rows8(a, t, h, w, ws, down_w);
+            box_pass8(t, a, h, hs, ws * 3, down_h);                /* (hs, ws, 3) */
+            if (copy) {
+                for (long r = 0; r < h; r++)
+                    for (long c = 0; c < w; c++)
+                        for (long k = 0; k < 3; k++) {
+                            const v8d v = a[(row_tap[r] * ws + col_tap[c]) * 3 + k];
+                            for (int l = 0; l < 8; l++)
+                                out[(b + l) * n + (r * w + c) * 3 + k] = (uint8_t)v[l];
+                        }
+                continue;
+            }
+            box_rows8(a, t, hs, ws, w, up_w);
+            box_pass8(t, a, hs, h, w * 3, up_h);
+            for (long i = 0; i < n; i++)
+                for (int l = 0; l < 8; l++) out[(b + l) * n + i] = (uint8_t)a[i][l];
+        }
+        free(a), free(t);
+    }
     double *a = malloc(n * sizeof(double)), *t = malloc(n * sizeof(double));
-    for (long b = 0; b < n_img; b++) {
+    for (; b < n_img; b++) {
         for (long i = 0; i < n; i++) a[i] = img[b * n + i];  /* (h, w, 3) */
         box_rows(a, t, h, w, ws, down_w);                     /* (h, ws, 3) */
         box_pass(t, a, h, hs, ws * 3, down_h);                /* (hs, ws, 3) */

@@ -80,21 +80,25 @@ def _pointwise_noise(kind: int, params):
 
 @lru_cache(maxsize=None)
 def _shot_tables(photons: int):
-    """noise.poisson_tables with the guide as int16 (what the kernel reads; k_max < 32768)."""
+    """noise.poisson_tables as the kernel reads them: each CDF value as the smallest float32
+    above it (the uniforms are float32, so `cdf < u` is `threshold <= u`) and the guide as int16
+    (k_max < 32768)."""
     cdf, guide, k_max = noise.poisson_tables(photons)
     if k_max >= 2 ** 15:
         raise ValueError(f"shot noise at {photons} photons needs k_max {k_max} >= 32768")
-    return _f64(cdf), np.ascontiguousarray(guide, dtype=np.int16), k_max
+    thr = cdf.astype(np.float32)
+    thr = np.where(thr.astype(np.float64) <= cdf, np.nextafter(thr, np.float32(np.inf)), thr)
+    return np.ascontiguousarray(thr), np.ascontiguousarray(guide, dtype=np.int16), k_max
 
 
 def shot_noise(images, severity, rs):
     photons = noise.SHOT[severity - 1]
-    cdf, guide, k_max = _shot_tables(photons)
+    thr, guide, k_max = _shot_tables(photons)
     out = np.empty_like(images)
     n = images[0].size
     start = rs.take(n)
     load().cc_shot_noise(_ptr(images), _ptr(out), len(images), n, _ptr(rs.index), int(rs.key), start,
-                         _ptr(cdf), _ptr(guide), k_max, guide.shape[1] - 1, photons)
+                         _ptr(thr), _ptr(guide), k_max, guide.shape[1] - 1, photons)
     return out
 
 
@@ -123,8 +127,8 @@ def defocus_blur(images, severity, rs):
 
 @lru_cache(maxsize=1)
 def _frost_hwc() -> np.ndarray:
-    """The frost textures (T, side, side, 3), interleaved like the images."""
-    return _f64(frost_textures().numpy().transpose(0, 2, 3, 1))
+    """The frost textures (T, side, side, 3) uint8, interleaved like the images."""
+    return np.ascontiguousarray(frost_textures().numpy().transpose(0, 2, 3, 1))
 
 
 def frost(images, severity, rs):

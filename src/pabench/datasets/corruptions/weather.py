@@ -78,14 +78,14 @@ def frost(x, severity, rs):
     """The image blended with a random 32x32 crop of one of five frost textures.  The reference
     crops photographs (indices from randint(5): five of its six files); ours are procedural."""
     w_image, w_frost = FROST[severity - 1]
-    textures = frost_textures()                     # (5, 3, S, S) float, 0..255
+    textures = frost_textures()                     # (5, 3, S, S) uint8
     b, _, h, w = x.shape
     pick, top, left = frost_draws(rs, h, w)
     rows = torch.from_numpy(top)[:, None] + torch.arange(h)
     cols = torch.from_numpy(left)[:, None] + torch.arange(w)
     crops = textures[torch.from_numpy(pick)[:, None, None, None], torch.arange(3)[None, :, None, None],
                      rows[:, None, :, None], cols[:, None, None, :]]
-    return (w_image * x.double() + w_frost * crops).clamp_(0, 255)
+    return (w_image * x.double() + w_frost * crops.double()).clamp_(0, 255)
 
 
 def plasma_fractal(rs, batch: int, size: int = 32, decay: float = 3.0) -> torch.Tensor:
