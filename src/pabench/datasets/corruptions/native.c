@@ -328,12 +328,8 @@ static void box_pass(const double *restrict src, double *restrict dst, long n_in
     }
 }
 
-/* The same pass along the middle axis of src (rows, n_in, 3): dst (rows, n_out, 3), each output
- * summed over its non-zero weights in the same ascending order as box_pass, from 0, so that both
- * round alike.  The non-zero weights of an output are contiguous (a box). */
-static void box_rows(const double *restrict src, double *restrict dst, long rows, long n_in,
-                     long n_out, const double *weight) {
-    long lo[n_out], hi[n_out];
+/* Each output's box: its non-zero weights are those of [lo[o], hi[o]) (contiguous). */
+static void box_bounds(const double *weight, long n_in, long n_out, long *lo, long *hi) {
     for (long o = 0; o < n_out; o++) {
         lo[o] = n_in, hi[o] = 0;
         for (long j = 0; j < n_in; j++)
@@ -342,6 +338,15 @@ static void box_rows(const double *restrict src, double *restrict dst, long rows
                 hi[o] = j + 1;
             }
     }
+}
+
+/* The same pass along the middle axis of src (rows, n_in, 3): dst (rows, n_out, 3), each output
+ * summed over its non-zero weights in the same ascending order as box_pass, from 0, so that both
+ * round alike.  The non-zero weights of an output are contiguous (a box). */
+static void box_rows(const double *restrict src, double *restrict dst, long rows, long n_in,
+                     long n_out, const double *weight) {
+    long lo[n_out], hi[n_out];
+    box_bounds(weight, n_in, n_out, lo, hi);
     for (long r = 0; r < rows; r++) {
         const double *s = src + r * n_in * 3;
         double *d = dst + r * n_out * 3;
@@ -384,14 +389,7 @@ static void box_pass8(const v8d *restrict src, v8d *restrict dst, long n_in, lon
 static void box_rows8(const v8d *restrict src, v8d *restrict dst, long rows, long n_in,
                       long n_out, const double *weight) {
     long lo[n_out], hi[n_out];
-    for (long o = 0; o < n_out; o++) {
-        lo[o] = n_in, hi[o] = 0;
-        for (long j = 0; j < n_in; j++)
-            if (weight[o * n_in + j] != 0) {
-                if (j < lo[o]) lo[o] = j;
-                hi[o] = j + 1;
-            }
-    }
+    box_bounds(weight, n_in, n_out, lo, hi);
     for (long r = 0; r < rows; r++) {
         const v8d *s = src + r * n_in * 3;
         v8d *d = dst + r * n_out * 3;
