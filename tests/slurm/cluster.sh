@@ -36,7 +36,7 @@ install() {
     done
     log "installing ${new[*]} (missing: ${missing[*]})"
     mkdir -p "$STATE"
-    printf '%s\n' "${new[@]}" >>"$INSTALLED"
+    [ ${#new[@]} -eq 0 ] || printf '%s\n' "${new[@]}" >>"$INSTALLED"
     export DEBIAN_FRONTEND=noninteractive
     apt-get install -y --no-install-recommends "${PACKAGES[@]}" >/dev/null ||
         { apt-get update >/dev/null &&
@@ -49,7 +49,8 @@ uninstall() {
     fi
     [ -s "$INSTALLED" ] || return 0
     local pkgs
-    mapfile -t pkgs < <(sort -u "$INSTALLED")
+    mapfile -t pkgs < <(grep -v '^$' "$INSTALLED" | sort -u)
+    if [ ${#pkgs[@]} -eq 0 ]; then rm -f "$INSTALLED"; return 0; fi
     log "removing what this script installed: ${pkgs[*]} (PABENCH_SLURM_KEEP=1 keeps them)"
     DEBIAN_FRONTEND=noninteractive apt-get remove -y "${pkgs[@]}" >/dev/null ||
         log "could not remove ${pkgs[*]}"

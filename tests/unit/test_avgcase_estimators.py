@@ -105,6 +105,15 @@ def test_adaptive_mc_stops_robust_points_early_at_equal_accuracy():
     assert adaptive.n.sum() <= 1.05 * np.sum(needed)
 
 
+@pytest.mark.parametrize("n", [1, 2, 16, 17])
+def test_adaptive_mc_with_few_copies_draws_at_most_n(n):
+    """Below the first round's size (and at n = 1, where the equal-accuracy tolerance exceeds 1)
+    adaptive sampling draws every point's n copies, or stops it early, but never draws more."""
+    model, x = linear_model()
+    result = est.p_mc(model, x, 0.2, n, seed=1, adaptive=True)
+    assert result.n.max() == n and result.n.min() >= min(n, 16)
+
+
 def test_bfloat16_mc_classifies_the_same_copies_almost_alike():
     model, x = linear_model()
     model, x = model.float(), x.float()
@@ -144,6 +153,7 @@ class NaNModel(nn.Module):
     (lambda m, x: est.estimate("taylor", nn.Sequential(nn.Flatten(), nn.Linear(30, 1)).double(),
                                x, 0.1), "at least 2 classes"),
     (lambda m, x: est.p_softmax(m, x, 0.0), "temperature"),
+    (lambda m, x: est.p_mc(m, x, 0.1, 100, adaptive=True, tol=0), "tol must be > 0, got 0.0"),
 ])
 def test_bad_input_is_named_before_any_work(call, message):
     model, x = linear_model()

@@ -138,6 +138,8 @@ def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: in
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     tol = equal_accuracy_tol(n, confidence) if tol is None else float(tol)
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
     gen = torch.Generator(device=x.device).manual_seed(seed)
     b = len(x)
     hits, used = np.zeros(b, np.int64), np.zeros(b, np.int64)
@@ -173,7 +175,10 @@ _MIN_ROUND = 16
 
 def _fewest(tol: float, confidence: float) -> int:
     """Copies below which no point can stop: the Clopper-Pearson interval is narrowest with all
-    (or no) copies classified t, where its half-width is 1 - (alpha / 2)^(1 / m)."""
+    (or no) copies classified t, where its half-width is 1 - (alpha / 2)^(1 / m).  (tol >= 1,
+    e.g. the equal-accuracy tol of n = 1: any copy will do.)"""
+    if tol >= 1:
+        return 1
     alpha = 1.0 - confidence
     return max(_MIN_ROUND, int(np.ceil(np.log(alpha / 2) / np.log1p(-tol))))
 
