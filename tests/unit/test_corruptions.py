@@ -304,9 +304,9 @@ def test_shot_noise_thresholds_decide_like_the_double_cdf():
     each CDF value): `threshold <= u` must be `cdf < u` exactly, for CDF values that are and are
     not float32 numbers, and for u right at, below and above them.  The uniforms are
     (k + 0.5) 2^-24, never below 2^-25, so smaller CDF values only need thresholds that every
-    uniform passes; comparisons near them are not tested: inside the full test run the CPU
-    flushed denormals (CDF values from about 1e-38 down, e.g. e^-88 at k = 0) to zero, so
-    they disagreed there, where no uniform ever falls."""
+    uniform passes; comparisons near them are not tested: inside the full test run they
+    disagreed exactly where the thresholds are float32 denormals (CDF values from about 1e-38
+    down, e.g. e^-88 at k = 0), as when denormals are flushed to zero; no uniform falls there."""
     from pabench.datasets.corruptions import native
 
     cdf, _, _ = noise.poisson_tables(noise.SHOT[0])
