@@ -141,18 +141,20 @@ ENTRIES = (
           meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1], **_avg(c)["runtime"]},
           claims=("avg-analytical-faster",)),
     Entry(P, "case_study", f"{TABLES}:case_study", "avgcase",
-          "Case study (Section 4.3): test and train accuracy of a simple CNN trained to tell apart "
-          "the images with the highest and lowest p_mmse (and, separately, softmax), beside the "
-          "paper's CIFAR-10 accuracy, per training seed of the model", kind="table",
+          "Case study (Section 4.3): test and train accuracy (of the final epoch's batches, as "
+          "trained on) of a simple CNN trained to tell apart the images with the highest and "
+          "lowest p_mmse (and, separately, softmax), beside the paper's CIFAR-10 accuracy, per "
+          "training seed of the model", kind="table",
           inputs=_table("case_study"),
           meta=lambda c: {"data": _describe(_avg(c)["case_study"]["model"]), "seeds": plan.seeds(c),
                           **{k: v for k, v in _avg(c)["case_study"].items() if k != "model"}},
           claims=("avg-case-study-mmse-beats-softmax",)),
     Entry(P, "models", f"{TABLES}:models", "avgcase",
           "Models: every model's final epoch of training with gradient-norm regularisation "
-          "(lambda) and training seed: loss, train and test accuracy, and the RMS input-gradient "
-          "norm of the loss over the final epoch's training batches; `degenerate`: test accuracy "
-          "near chance (not evidence)", kind="table",
+          "(lambda) and training seed: loss, train accuracy (of the final epoch's training batches, "
+          "as trained on) and test accuracy, and the RMS input-gradient norm of the loss over the "
+          "final epoch's training batches; `degenerate`: test accuracy near chance (not evidence)",
+          kind="table",
           inputs=_table("history"),
           meta=lambda c: {"data": _describe(*_models(c)), **_penalty(c, _models(c)),
                           "images": _avg(c)["datasets"], **_avg(c)["train"]}),

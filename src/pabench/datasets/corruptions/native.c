@@ -140,7 +140,7 @@ void cc_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64
  * above each CDF value (so `cdf < u`, in double, is `thr <= u` for the float32 uniforms, exactly,
  * from a table half the size, which stays in L2 at 500 photons), and guide (256, n_guide + 1) the
  * first candidate of each cell of u, as int16 (k_max < 32768).  Most cells hold one candidate
- * (lo == hi): those need no look-up in thr at all. */
+ * (lo == hi; 85-95% of them at 512 cells, 50-500 photons): those need no look-up in thr. */
 void cc_shot_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64_t *index,
                    uint64_t key, uint64_t c0, const float *thr, const int16_t *guide, long k_max,
                    long n_guide, float photons) {
@@ -155,8 +155,7 @@ void cc_shot_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const u
             long level = x[i];
             long at = level * (n_guide + 1) + (long)(u[i] * (float)n_guide);
             long lo = guide[at], hi = guide[at + 1];
-            /* the first k in [lo, hi] with cdf >= u: what the fallback's bisection finds
-             * (row[hi] is always inside the row) */
+            /* the first k in [lo, hi] with cdf >= u: what the fallback's bisection finds */
             if (lo < hi) {
                 const float *row = thr + level * k_max;
                 while (lo < hi && row[lo] <= u[i]) lo++;
