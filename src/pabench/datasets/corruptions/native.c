@@ -310,59 +310,8 @@ void cc_contrast(const uint8_t *img, uint8_t *out, long n_img, long hw, double c
     }
 }
 
-/* One Pillow BOX pass along the first axis of src (n_in, len): dst[o] = round(sum of
- * weight[o, j] * src[j] over j with a non-zero weight). */
-static void box_pass(const double *restrict src, double *restrict dst, long n_in, long n_out,
-                     long len, const double *weight) {
-    for (long o = 0; o < n_out; o++) {
-        double *d = dst + o * len;
-        for (long i = 0; i < len; i++) d[i] = 0;
-        for (long j = 0; j < n_in; j++) {
-            double wj = weight[o * n_in + j];
-            if (wj == 0) continue;
-            for (long i = 0; i < len; i++) d[i] += src[j * len + i] * wj;
-        }
-        /* the weights are non-negative and sum to 1: no clipping needed */
-        for (long i = 0; i < len; i++) d[i] = floor(d[i] + 0.5);
-    }
-}
-
-/* Each output's box: its non-zero weights are those of [lo[o], hi[o]) (contiguous). */
-static void box_bounds(const double *weight, long n_in, long n_out, long *lo, long *hi) {
-    for (long o = 0; o < n_out; o++) {
-        lo[o] = n_in, hi[o] = 0;
-        for (long j = 0; j < n_in; j++)
-            if (weight[o * n_in + j] != 0) {
-                if (j < lo[o]) lo[o] = j;
-                hi[o] = j + 1;
-            }
-    }
-}
-
-/* The same pass along the middle axis of src (rows, n_in, 3): dst (rows, n_out, 3), each output
- * summed over its non-zero weights in the same ascending order as box_pass, from 0, so that both
- * round alike.  The non-zero weights of an output are contiguous (a box). */
-static void box_rows(const double *restrict src, double *restrict dst, long rows, long n_in,
-                     long n_out, const double *weight) {
-    long lo[n_out], hi[n_out];
-    box_bounds(weight, n_in, n_out, lo, hi);
-    for (long r = 0; r < rows; r++) {
-        const double *s = src + r * n_in * 3;
-        double *d = dst + r * n_out * 3;
-        for (long o = 0; o < n_out; o++) {
-            double a = 0, b = 0, c = 0;
-            for (long j = lo[o]; j < hi[o]; j++) {
-                double wj = weight[o * n_in + j];
-                if (wj == 0) continue;
-                a += s[3 * j] * wj, b += s[3 * j + 1] * wj, c += s[3 * j + 2] * wj;
-            }
-            d[3 * o] = floor(a + 0.5), d[3 * o + 1] = floor(b + 0.5), d[3 * o + 2] = floor(c + 0.5);
-        }
-    }
-}
-
-/* The same two passes on 8 images at once: lane l of every v8d holds image l, and each lane does
- * box_pass's and box_rows's operations in their order (the same bytes, 8 images per instruction;
+/* Pillow's BOX passes, on 8 images at once: lane l of every v8d holds image l, and each lane
+ * does the scalar operations in the fallback's order (the same bytes, 8 images per instruction;
  * the box of each output is found once, not per image). */
 static inline v8d round8(v8d v) {                /* floor(v + 0.5), lane by lane */
     v += 0.5;
@@ -371,8 +320,11 @@ static inline v8d round8(v8d v) {                /* floor(v + 0.5), lane by lane
     return r;
 }
 
-static void box_pass8(const v8d *restrict src, v8d *restrict dst, long n_in, long n_out, long len,
-                      const double *weight) {
+/* One pass along the first axis of src (n_in, len): dst[o] = round(sum of weight[o, j] * src[j]
+ * over j with a non-zero weight, from 0, j ascending).  The weights are non-negative and sum
+ * to 1: no clipping needed. */
+static void box_pass(const v8d *restrict src, v8d *restrict dst, long n_in, long n_out, long len,
+                     const double *weight) {
     for (long o = 0; o < n_out; o++) {
         v8d *d = dst + o * len;
         for (long i = 0; i < len; i++) d[i] = (v8d){0};
@@ -385,10 +337,19 @@ static void box_pass8(const v8d *restrict src, v8d *restrict dst, long n_in, lon
     }
 }
 
-static void box_rows8(const v8d *restrict src, v8d *restrict dst, long rows, long n_in,
-                      long n_out, const double *weight) {
+/* The same pass along the middle axis of src (rows, n_in, 3): dst (rows, n_out, 3), each output
+ * summed over its non-zero weights, which are contiguous (a box), in the same order. */
+static void box_rows(const v8d *restrict src, v8d *restrict dst, long rows, long n_in, long n_out,
+                     const double *weight) {
     long lo[n_out], hi[n_out];
-    box_bounds(weight, n_in, n_out, lo, hi);
+    for (long o = 0; o < n_out; o++) {
+        lo[o] = n_in, hi[o] = 0;
+        for (long j = 0; j < n_in; j++)
+            if (weight[o * n_in + j] != 0) {
+                if (j < lo[o]) lo[o] = j;
+                hi[o] = j + 1;
+            }
+    }
     for (long r = 0; r < rows; r++) {
         const v8d *s = src + r * n_in * 3;
         v8d *d = dst + r * n_out * 3;
@@ -425,48 +386,41 @@ static int single_taps(const double *weight, long n_out, long n_in, long *tap) {
 /* Pillow's BOX resize to (hs, ws) and back to (h, w), each resize horizontal (box_rows) then
  * vertical (box_pass, whole rows at once); down_w (ws, w), down_h (hs, h), up_w (w, ws), up_h
  * (h, hs) are the weight matrices.  No transposes (1.1-1.4x faster than passing along the
- * first axis of transposed copies), the same sums in the same order; 8 images at a time in the
- * lanes of box_rows8 / box_pass8, the remainder one by one.  Upscaling (hs <= h, ws <= w) takes
- * one pixel at weight 1 for each output, so the way back is a copy from the small image. */
+ * first axis of transposed copies), the same sums in the same order.  Images go 8 at a time,
+ * one per lane; the last group's unused lanes hold zeros and are not written.  Upscaling
+ * (hs <= h, ws <= w) takes one pixel at weight 1 for each output, so the way back is then a copy
+ * from the small image. */
 void cc_pixelate(const uint8_t *img, uint8_t *out, long n_img, long h, long w, long hs, long ws,
                  const double *down_w, const double *down_h, const double *up_w,
                  const double *up_h) {
-    long n = h * w * 3, b = 0, row_tap[h], col_tap[w];
+    long n = h * w * 3, row_tap[h], col_tap[w];
     int copy = single_taps(up_w, w, ws, col_tap) && single_taps(up_h, h, hs, row_tap);
-    if (n_img >= 8) {
-        v8d *a = aligned_alloc(64, n * sizeof(v8d)), *t = aligned_alloc(64, n * sizeof(v8d));
-        for (; b + 8 <= n_img; b += 8) {
-            for (long i = 0; i < n; i++)
-                for (int l = 0; l < 8; l++) a[i][l] = img[(b + l) * n + i];
-            box_rows8(a, t, h, w, ws, down_w);
-            box_pass8(t, a, h, hs, ws * 3, down_h);                /* (hs, ws, 3) */
-            if (copy) {
-                for (long r = 0; r < h; r++)
-                    for (long c = 0; c < w; c++)
-                        for (long k = 0; k < 3; k++) {
-                            const v8d v = a[(row_tap[r] * ws + col_tap[c]) * 3 + k];
-                            for (int l = 0; l < 8; l++)
-                                out[(b + l) * n + (r * w + c) * 3 + k] = (uint8_t)v[l];
-                        }
-                continue;
-            }
-            box_rows8(a, t, hs, ws, w, up_w);
-            box_pass8(t, a, hs, h, w * 3, up_h);
-            for (long i = 0; i < n; i++)
-                for (int l = 0; l < 8; l++) out[(b + l) * n + i] = (uint8_t)a[i][l];
+    v8d *a = aligned_alloc(64, n * sizeof(v8d)), *t = aligned_alloc(64, n * sizeof(v8d));
+    uint8_t *pad = calloc(8 * n, 1);                      /* the last group, zero-filled */
+    for (long b = 0; b < n_img; b += 8) {
+        int m = n_img - b < 8 ? (int)(n_img - b) : 8;      /* images in this group */
+        const uint8_t *src = img + b * n;
+        if (m < 8) src = memcpy(pad, src, m * n);
+        for (long i = 0; i < n; i++)
+            for (int l = 0; l < 8; l++) a[i][l] = src[l * n + i];
+        box_rows(a, t, h, w, ws, down_w);
+        box_pass(t, a, h, hs, ws * 3, down_h);                 /* (hs, ws, 3) */
+        if (copy) {
+            for (long r = 0; r < h; r++)
+                for (long c = 0; c < w; c++)
+                    for (long k = 0; k < 3; k++) {
+                        const v8d v = a[(row_tap[r] * ws + col_tap[c]) * 3 + k];
+                        for (int l = 0; l < m; l++)
+                            out[(b + l) * n + (r * w + c) * 3 + k] = (uint8_t)v[l];
+                    }
+            continue;
         }
-        free(a), free(t);
+        box_rows(a, t, hs, ws, w, up_w);
+        box_pass(t, a, hs, h, w * 3, up_h);
+        for (long i = 0; i < n; i++)
+            for (int l = 0; l < m; l++) out[(b + l) * n + i] = (uint8_t)a[i][l];
     }
-    double *a = malloc(n * sizeof(double)), *t = malloc(n * sizeof(double));
-    for (; b < n_img; b++) {
-        for (long i = 0; i < n; i++) a[i] = img[b * n + i];  /* (h, w, 3) */
-        box_rows(a, t, h, w, ws, down_w);                     /* (h, ws, 3) */
-        box_pass(t, a, h, hs, ws * 3, down_h);                /* (hs, ws, 3) */
-        box_rows(a, t, hs, ws, w, up_w);                      /* (hs, w, 3) */
-        box_pass(t, a, hs, h, w * 3, up_h);                   /* (h, w, 3) */
-        for (long i = 0; i < n; i++) out[b * n + i] = (uint8_t)a[i];
-    }
-    free(a), free(t);
+    free(a), free(t), free(pad);
 }
 
 /* ---- JPEG: digital.py's jpeg_roundtrip (4:2:0, libjpeg's rounding), the 8x8 DCT sums taken
