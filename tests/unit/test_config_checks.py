@@ -64,3 +64,37 @@ def test_bad_config_is_rejected_by_name(tmp_path, overlay, message):
     assert message in str(err.value)
 
 
+
+
+def test_inlined_schema_reports_what_the_referencing_one_does():
+    """The validator with $refs inlined finds the same errors as jsonschema on the schema as
+    written, including inside definitions used several times; a self-referential definition
+    keeps its inner reference instead of recursing forever."""
+    import copy
+
+    import jsonschema
+    import yaml
+
+    schema_path = REPO / "workflow/schemas/config.schema.yaml"
+    schema = yaml.safe_load(schema_path.read_text())
+    plain = jsonschema.Draft202012Validator(schema)
+    inlined = pabench_config._validator(str(schema_path))
+    assert "$ref" not in str(inlined.schema["properties"])
+    base = pabench_config.load([REPO / "config.yaml"])
+    bad = copy.deepcopy(base)
+    bad["adversarial"]["eps"] = ["x"]                      # eps_list, a definition
+    bad["adversarial"]["zoo"]["arch"] = 3                  # arch, used twice
+    bad["avgcase"]["main"] = {"bogus": 1}                  # avg_model
+    bad["toy"]["bernoulli"]["n_samples"] = -1
+    for config in (base, bad):
+        assert (sorted(pabench_config._describe(e) for e in plain.iter_errors(config))
+                == sorted(pabench_config._describe(e) for e in inlined.iter_errors(config)))
+    assert len(list(inlined.iter_errors(bad))) >= 4
+
+    tree = {"$defs": {"node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}}}},
+            "properties": {"root": {"$ref": "#/$defs/node"}}}
+    flat = pabench_config._inline_refs(tree, tree["$defs"])
+    assert flat["properties"]["root"]["properties"]["child"] == {"$ref": "#/$defs/node"}
+    validator = jsonschema.Draft202012Validator(flat)
+    assert not list(validator.iter_errors({"root": {"child": {"child": {}}}}))
+    assert list(validator.iter_errors({"root": {"child": {"child": 5}}}))

@@ -320,6 +320,26 @@ def test_cooccurrence_settings_of_the_model_selection_config():
     assert set(zip(zgo.hue, zgo.digit)) == {("red", 1), ("red", 4), ("blue", 7), ("blue", 9)}
 
 
+@pytest.mark.parametrize("overlay, ladder", [(None, ["dark", "darker"]),
+                                             ("workflow/config/paper.yaml", ["dark", "bright"])])
+def test_lightness_ladders_per_scale_and_their_captions(overlay, ladder):
+    """Both cumulative test ladders shift lightness dark -> darker at quick scale and dark ->
+    bright (Table 2) at paper scale, and only the quick caption says it differs from the paper."""
+    from pabench.core import config
+    from pabench.experiments.dg.plan import data_label, lightness_ladder
+
+    cfg = config.load(["config.yaml"] + ([overlay] if overlay else []))
+    for study in ("shift_factor", "model_selection"):
+        assert lightness_ladder(cfg, study) == ladder, study
+        # the other factors of each shifted environment are untouched by the overlay
+        envs = cfg["diagvib"]["studies"][study]["environments"]
+        last = envs["env5" if study == "shift_factor" else "test_5"]
+        assert (last["hue"], last["position"], last["scale"], last["texture"]) == \
+            ("blue", "LC", "large", "tiles")
+    label = data_label(cfg, "shift-factor")
+    assert ("lightness shift dark -> darker, paper: dark -> bright" in label) == (overlay is None)
+
+
 def test_ssim_matches_the_windowed_formula():
     """SSIM (Wang et al. 2004) computed window by window with the full 11 x 11 Gaussian (sigma
     1.5), population moments, C1 = (0.01 * 255)^2, C2 = (0.03 * 255)^2, averaged over the valid

@@ -28,6 +28,19 @@ def test_bad_scores_raise_value_error(a, b, message):
         posterior_agreement(a, b)
 
 
+def test_read_only_scores_score_alike_without_a_warning(tmp_path, recwarn):
+    """Memory-mapped score files are read-only: PA takes them as they are (no copy, no PyTorch
+    warning about non-writable arrays) and scores them as the writable arrays."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(50, 4)), rng.normal(size=(50, 4))
+    np.save(tmp_path / "a.npy", a), np.save(tmp_path / "b.npy", b)
+    ro_a, ro_b = np.load(tmp_path / "a.npy", mmap_mode="r"), np.load(tmp_path / "b.npy", mmap_mode="r")
+    assert not ro_a.flags.writeable
+    got = posterior_agreement(ro_a, ro_b)
+    assert not [w for w in recwarn if "not writable" in str(w.message)]
+    assert got.logpa == posterior_agreement(a, b).logpa
+
+
 def test_probabilities_must_sum_to_one():
     with pytest.raises(ValueError, match="do not sum to 1"):
         posterior_agreement(np.full((4, 3), 0.3), np.full((4, 3), 1 / 3), inputs="probs")

@@ -12,6 +12,7 @@ Inputs of shape (N, K) give scalars; a stack of P pairs (P, N, K) gives arrays o
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,12 @@ def as_scores(x, name: str) -> torch.Tensor:
             arr = np.asarray(x)
             if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
                 raise TypeError(f"dtype {arr.dtype}")
-            x = torch.as_tensor(arr)
+            if arr.flags.writeable:
+                x = torch.as_tensor(arr)
+            else:  # e.g. a memory-mapped score file: only read here, so PyTorch's warning is moot
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                    x = torch.as_tensor(arr)
         except (TypeError, ValueError, RuntimeError) as err:
             raise ValueError(f"{name}: cannot be read as a numeric array ({err})") from None
     return x if x.is_floating_point() else x.to(torch.float64)

@@ -22,11 +22,6 @@ def _sf_split(split: str) -> str:
     return paths.diagvib_split("shift_factor", split)
 
 
-def _diagvib_data(config: dict) -> str:
-    return (f"DiagViB-6 ({config['data']['mnist']['source']} digits, "
-            f"{config['diagvib']['image_size']}px)")
-
-
 def _dg_meta(config: dict, study: str = "shift-factor", **extra) -> dict:
     d = config["dg"]
     checkpoint = {"last": "last epoch", "best_acc": "epoch of best ID validation accuracy"}[d["evaluate"]]
@@ -192,7 +187,7 @@ ENTRIES = (
           "Figure 13: samples of the shift-factor study: training env0/env1 (different digit "
           "instances), validation env0/env1 and test env0..env5 (the same instances)",
           inputs=lambda c: {s: _sf_split(s) for s in ("train", "val", "test")},
-          meta=lambda c: {"data": _diagvib_data(c),
+          meta=lambda c: {"data": dg.data_label(c, "shift-factor"),
                           "seeds": [s["seed"] for s in
                                     _diagvib(c)["studies"]["shift_factor"]["splits"].values()]}),
     _ar_figure("fig14", "apgd-ce", "Figure 14: PA and AFR_T against AR and eps, APGD-CE"),
@@ -235,7 +230,7 @@ ENTRIES = (
           inputs=lambda c: {"ass": paths.DIAGVIB_ASS},
           args=lambda c: {"study": _diagvib(c)["studies"]["shift_factor"],
                           "envs": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["envs"]},
-          meta=lambda c: {"data": _diagvib_data(c),
+          meta=lambda c: {"data": dg.data_label(c, "shift-factor"),
                           "n": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["n"]}),
     Entry(P, "table3", "pabench.experiments.diagvib.figures:table3", "diagvib",
           "Table 3: environments of the model-selection study (hue is the learning factor; CC = "

@@ -93,9 +93,29 @@ def threads(config: dict, workflow) -> int:
     return config["dg"].get("threads") or workflow.cores
 
 
+# The lightness values along the paper's cumulative test ladders (Table 2; Table 1's Tests 1-5).
+PAPER_LIGHTNESS = ["dark", "bright"]
+
+
+def lightness_ladder(config: dict, study: str) -> list:
+    """The lightness values of a study's test environments, in order and without repeats."""
+    spec = config["diagvib"]["studies"][study]
+    values = []
+    for env in spec["splits"]["test"]["envs"]:
+        value = spec["environments"][env]["lightness"]
+        value = value if isinstance(value, str) else str(value)  # several values or per digit
+        if value not in values:
+            values.append(value)
+    return values
+
+
 def data_label(config: dict, study: str) -> str:
+    """The data of a DG figure's caption, with the lightness shift where it is not the paper's."""
+    ladder = lightness_ladder(config, study.replace("-", "_"))
+    shift = "" if ladder == PAPER_LIGHTNESS else (
+        f"; lightness shift {' -> '.join(ladder)}, paper: {' -> '.join(PAPER_LIGHTNESS)}")
     return (f"DiagViB-6 {study} study ({config['data']['mnist']['source']} digits, "
-            f"{config['diagvib']['image_size']}px)")
+            f"{config['diagvib']['image_size']}px{shift})")
 
 
 def train_outputs(config: dict, setting: str | None = None, stages: bool = False) -> dict:
