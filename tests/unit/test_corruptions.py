@@ -362,12 +362,66 @@ def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatc
     rng = np.random.default_rng(4)
     shapes = [(9, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]  # 9: 8 lanes + 1
     cases = [(rng.integers(0, 256, shape, dtype=np.uint8), name, s)
-             for shape in shapes for name in NEW_KERNELS + ("motion_blur", "pixelate", "frost") for s in SEVERITIES
+             for shape in shapes
+             for name in NEW_KERNELS + ("motion_blur", "defocus_blur", "pixelate", "frost", "fog")
+             for s in SEVERITIES
              if name != "jpeg_compression" or (shape[1] % 16 == 0 and shape[2] % 16 == 0)]
     fast = [corrupt(im, name, s, seed=1) for im, name, s in cases]
     monkeypatch.setattr(native, "load", lambda: None)
     for (im, name, s), out in zip(cases, fast):
         np.testing.assert_array_equal(out, corrupt(im, name, s, seed=1), err_msg=f"{name} {s} {im.shape}")
+
+
+def test_brightness_table_holds_every_byte_the_formula_gives(monkeypatch):
+    """Every (pixel maximum m, byte x <= m) pair, in every channel position, black pixels
+    included: the native look-up table gives the fallback's bytes at every severity."""
+    from pabench.datasets.corruptions import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler")
+    m, x = np.array([(m, x) for m in range(256) for x in range(m + 1)]).T
+    pixels = np.concatenate([np.stack([m, x, x // 2], 1), np.stack([x, x // 3, m], 1),
+                             np.stack([x // 2, m, x], 1)]).astype(np.uint8)
+    images = pixels[: len(pixels) // 64 * 64].reshape(-1, 8, 8, 3)
+    fast = [corrupt(images, "brightness", s) for s in SEVERITIES]
+    monkeypatch.setattr(native, "load", lambda: None)
+    for s, out in zip(SEVERITIES, fast):
+        np.testing.assert_array_equal(out, corrupt(images, "brightness", s), err_msg=str(s))
+
+
+def test_defocus_on_images_smaller_than_its_kernel(monkeypatch):
+    """The padded layout mirrors borders as the fallback does even where the 5 x 5 kernel is
+    wider than the image (the mirror wraps more than once) and rows are not a multiple of 8."""
+    from pabench.datasets.corruptions import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler")
+    rng = np.random.default_rng(8)
+    cases = [(rng.integers(0, 256, shape, dtype=np.uint8), s)
+             for shape in [(1, 2, 3, 3), (3, 1, 1, 3), (2, 3, 9, 3)] for s in SEVERITIES]
+    fast = [corrupt(im, "defocus_blur", s) for im, s in cases]
+    monkeypatch.setattr(native, "load", lambda: None)
+    for (im, s), out in zip(cases, fast):
+        np.testing.assert_array_equal(out, corrupt(im, "defocus_blur", s), err_msg=f"{s} {im.shape}")
+
+
+def test_pixelate_block_transposes_match_the_byte_by_byte_moves(monkeypatch):
+    """The AVX-512 byte-block transposes between images and lanes move the same bytes as the
+    portable loops (a build without VBMI), tails and partial groups of 8 included."""
+    from pabench.core.native import compile_library
+    from pabench.datasets.corruptions import native
+
+    if native.load() is None:
+        pytest.skip("no C compiler")
+    portable = compile_library(native.SOURCE, native.FLAGS + ("-mno-avx512vbmi",))
+    portable.cc_pixelate.argtypes = native._SIGNATURES["cc_pixelate"]
+    rng = np.random.default_rng(7)
+    shapes = [(20, 32, 32, 3), (9, 20, 28, 3), (3, 5, 37, 3), (11, 33, 31, 3)]  # n % 8: 0, 0, 3, 1
+    cases = [(rng.integers(0, 256, shape, dtype=np.uint8), s) for shape in shapes for s in SEVERITIES]
+    fast = [corrupt(im, "pixelate", s) for im, s in cases]
+    monkeypatch.setattr(native, "load", lambda: portable)
+    for (im, s), out in zip(cases, fast):
+        np.testing.assert_array_equal(out, corrupt(im, "pixelate", s), err_msg=f"{s} {im.shape}")
 
 
 @pytest.mark.parametrize("native_path", [True, False])

@@ -33,7 +33,9 @@ _SIGNATURES = {
     "cc_motion_blur": [_P, _P, _L, _L, _L, _L, _P, _L, _P, _P],
     "cc_defocus": [_P, _P, _L, _L, _L, _L, _P, _L, _L],
     "cc_frost": [_P, _P, _L, _L, _L, _P, _L, _P, _P, _P, _D, _D],
-    "cc_brightness": [_P, _P, _L, _D],
+    "cc_fog": [_P, _P, _L, _L, _L, _P, _L, _D],
+    "cc_brightness_table": [_D, _P],
+    "cc_brightness": [_P, _P, _L, _P],
     "cc_contrast": [_P, _P, _L, _L, _D],
     "cc_pixelate": [_P, _P, _L, _L, _L, _L, _L, _P, _P, _P, _P],
     "cc_jpeg": [_P, _P, _L, _L, _L, _P, _P, _P, _P],
@@ -142,9 +144,27 @@ def frost(images, severity, rs):
     return out
 
 
+def fog(images, severity, rs):
+    strength, decay = weather.FOG[severity - 1]
+    b, h, w, _ = images.shape
+    size = weather.fog_map_size(h, w)
+    plasma = np.ascontiguousarray(weather.plasma_fractal(rs, b, size, decay).numpy())
+    out = np.empty_like(images)
+    load().cc_fog(_ptr(images), _ptr(out), b, h, w, _ptr(plasma), size, strength)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _brightness_table(severity: int) -> np.ndarray:
+    """Every output byte of brightness at this severity by (pixel maximum, byte): 64 KiB."""
+    table = np.zeros(256 * 256, np.uint8)
+    load().cc_brightness_table(digital.BRIGHTNESS[severity - 1], _ptr(table))
+    return table
+
+
 def brightness(images, severity, rs):
     out = np.empty_like(images)
-    load().cc_brightness(_ptr(images), _ptr(out), images.size // 3, digital.BRIGHTNESS[severity - 1])
+    load().cc_brightness(_ptr(images), _ptr(out), images.size // 3, _ptr(_brightness_table(severity)))
     return out
 
 
@@ -220,6 +240,7 @@ FUSED = {
     "motion_blur": motion_blur,
     "defocus_blur": defocus_blur,
     "frost": frost,
+    "fog": fog,
     "brightness": brightness,
     "contrast": contrast,
     "pixelate": pixelate,

@@ -113,12 +113,17 @@ def plasma_fractal(rs, batch: int, size: int = 32, decay: float = 3.0) -> torch.
     return (flat / flat.max(1, keepdim=True).values).reshape(batch, size, size)
 
 
+def fog_map_size(h: int, w: int) -> int:
+    """The reference's plasma map size: the smallest power of 2 covering the image."""
+    return 1 << (max(h, w) - 1).bit_length()
+
+
 def fog(x, severity, rs):
     strength, decay = FOG[severity - 1]
     x = x.double() / 255
     b, _, h, w = x.shape
     top = x.reshape(b, -1).max(1).values.reshape(b, 1, 1, 1)
-    size = 1 << (max(h, w) - 1).bit_length()     # the reference's map size, a power of 2
+    size = fog_map_size(h, w)
     x = x + strength * plasma_fractal(rs, b, size, decay)[:, None, :h, :w]
     return (x * top / (top + strength)).clamp_(0, 1) * 255
 
