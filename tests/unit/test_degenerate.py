@@ -15,13 +15,24 @@ from pabench.reporting import degenerate
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_chance_bar_is_chance_plus_three_binomial_standard_errors():
-    assert degenerate.chance_bar(320, 2) == pytest.approx(0.5 + 3 * math.sqrt(0.25 / 320))  # 0.584
-    assert degenerate.chance_bar(100, 10) == pytest.approx(0.19)
-    assert degenerate.near_chance(0.5, 320, 2) and degenerate.near_chance(0.57, 320, 2)
-    assert not degenerate.near_chance(0.6, 320, 2)
+def test_chance_bar_is_the_exact_binomial_tail_of_a_guesser():
+    from scipy.stats import binom, norm
+
+    alpha = norm.sf(3)
+    for n, k in [(320, 2), (100, 10), (400, 4), (12, 1000), (50, 3)]:
+        hits = round(degenerate.chance_bar(n, k) * n)
+        # a random guesser reaches the bar at most as often as a 3-sigma normal draw, one hit less
+        # more often
+        assert binom.sf(hits - 1, n, 1 / k) <= alpha < binom.sf(hits - 2, n, 1 / k)
+    assert degenerate.chance_bar(320, 2) == pytest.approx(188 / 320)   # 0.5875
+    assert degenerate.chance_bar(100, 10) == pytest.approx(0.21)
+    assert degenerate.near_chance(0.5, 320, 2) and degenerate.near_chance(187 / 320, 320, 2)
+    assert not degenerate.near_chance(188 / 320, 320, 2) and not degenerate.near_chance(0.6, 320, 2)
     assert degenerate.near_chance(0.25, 400, 4) and not degenerate.near_chance(0.35, 400, 4)
     assert degenerate.near_chance(0.0, 100, 10)  # worse than chance is no evidence either
+    # one lucky hit in 12 images of 1,000 classes (a guesser scores it 1.2% of the time) is not
+    # learning; the normal approximation, 1/K + 3 standard errors = 0.028, took it for learning
+    assert degenerate.near_chance(1 / 12, 12, 1000) and not degenerate.near_chance(2 / 12, 12, 1000)
     with pytest.raises(ValueError, match="K >= 2"):
         degenerate.chance_bar(100, 1)
 

@@ -46,7 +46,8 @@ def architectures(dataset: str) -> dict:
 def _untrained(build):
     """`build()` with downloads of pretrained weights skipped: some RobustBench constructors
     (the ImageNet ones) start from torchvision's pretrained weights, fetched from the internet;
-    here no state dict is fetched and none is loaded, so the initial random weights stay."""
+    here no state dict is fetched and none is loaded, so the initial random weights stay.  They
+    are drawn from a fixed seed, so that two runs score the same model."""
     from unittest import mock
 
     import torch
@@ -55,7 +56,9 @@ def _untrained(build):
     nothing = lambda *args, **kwargs: {}  # noqa: E731
     with mock.patch.object(torch.hub, "load_state_dict_from_url", nothing), \
             mock.patch.object(weights_api, "load_state_dict_from_url", nothing), \
-            mock.patch.object(torch.nn.Module, "load_state_dict", lambda *a, **k: None):
+            mock.patch.object(torch.nn.Module, "load_state_dict", lambda *a, **k: None), \
+            torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
         return build()
 
 
