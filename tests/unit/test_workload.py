@@ -111,7 +111,8 @@ def test_corruptions_are_generated_unless_the_published_files_are_given():
     images = o["n_test"] + 750_000 + sum(workload.NATURAL[s] for s in o["natural"])
     mm5 = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)
     assert sum(w.units for w in shifts) == len(o["robustbench"]) * (
-        images * mm5 + o["n_test"] * (2 * mm5 + 100 + 100))  # L-inf, L2 by MM5; StAdv, ReColor
+        images * mm5 + o["n_test"] * (2 * mm5 + 100 + 100 + 40 + 5 * 40))
+    # L-inf, L2 by MM5; StAdv, ReColor 100 steps; PPGD 40; LPA up to 5 rounds of 40
 
 
 def test_text_views_are_a_forward_pass_of_every_review_per_view():

@@ -191,9 +191,10 @@ def test_oodrb_results(ran):
                                        "table3", "grid", "pa_severity", "pa_ranking", "pa_predicts"}
     shifts = pd.read_csv(root / "data/results/oodrb/shifts.csv")
     models = [m["name"] for m in cfg["zoo"]["models"]]
-    per_model = 1 + len(cfg["corruptions"]) * len(cfg["severities"]) + len(cfg["natural"]) + 2
+    per_model = 1 + len(cfg["corruptions"]) * len(cfg["severities"]) + len(cfg["natural"]) + \
+        len(cfg["threats"])
     assert sorted(shifts.model.unique()) == sorted(models) and len(shifts) == len(models) * per_model
-    assert set(shifts[shifts.family == "threat"]["shift"]) == {"linf_1.5x", "stadv"}  # lpa skipped
+    assert set(shifts[shifts.family == "threat"]["shift"]) == {"linf_1.5x", "stadv", "lpa"}
     # split_shifts (as at the paper scale): each model's shifts were scored by jobs of their own
     assert cfg["split_shifts"]
     for model in models:
@@ -212,7 +213,8 @@ def test_oodrb_results(ran):
     np.testing.assert_allclose(got.sort_index(), ids.sort_index().round(1), atol=0.051)
     attacks = pd.read_csv(root / "data/results/oodrb/attacks.csv")
     assert set(attacks.attack) == {"pgd", "cw", "aa", "mm5"} and set(attacks.model) == {"pgd-a"}
-    assert "skipped (need LPIPS weights, not implemented): lpa" in (root / "figures/oodrb/table1.md").read_text()
+    # LPA ran through an untrained LPIPS network, and the caption says so
+    assert "LPIPS alexnet_cifar with RANDOM weights" in (root / "figures/oodrb/table1.md").read_text()
 
 
 def test_imagenet_figures_from_a_folder(ran, tmp_path):

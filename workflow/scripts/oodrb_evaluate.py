@@ -33,11 +33,9 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         table, predictions = compute.shifts(config, name, model, data, shift_files, pa, device,
                                             scored)
         write_csv(smk.output.predictions, predictions)
-        skipped = plan.skipped_threats(config)
-        if skipped:
-            run.log({"skipped_threats": skipped})
-            print(f"threat shifts {skipped} skipped: PPGD and LPA need LPIPS AlexNet weights "
-                  "and are not implemented yet")
+        if plan.skipped_threats(config):
+            run.log({"skipped_threats": plan.skipped_threats(config)})
+            print(plan.skip_note(config))
         # the model's flag (from its ID accuracy and its PA under the dataset shifts) on its threat rows too
         threats = compute.threats(config, name, model, data, pa, device).assign(
             degenerate=bool(table.degenerate.iloc[0]))

@@ -32,8 +32,10 @@ def _meta(config: dict, **extra) -> dict:
                   + ("(published CIFAR-10-C)" if o["cifar10c"] else "(our generator)")
                   + f"; natural shifts {o['natural']}")
     return {"data": DATA[o["dataset"]],
-            "models": f"{len(zoo)} self-trained ({', '.join(methods)}; {plan.describe_zoo(config)})"
-                      + (f" + {len(o['robustbench'])} RobustBench" if o["robustbench"] else ""),
+            "models": " + ".join(
+                ([f"{len(zoo)} self-trained ({', '.join(methods)}; {plan.describe_zoo(config)})"]
+                 if zoo else [])
+                + ([f"{len(o['robustbench'])} RobustBench"] if o["robustbench"] else [])),
             "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
                                                   f"({o['mm5']['steps']} iterations per target)",
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
@@ -41,8 +43,8 @@ def _meta(config: dict, **extra) -> dict:
             "dataset shifts": shift_note,
             "threat shifts": ", ".join(f"{n} ({t['kind']} {t['eps']:g})"
                                        for n, t in plan.threats(config).items())
-                             + ("; skipped (need LPIPS weights, not implemented): " + ", ".join(plan.skipped_threats(config))
-                                if plan.skipped_threats(config) else ""),
+                             + "".join(f"; {note}" for note in (plan.lpips_note(config),
+                                                                plan.skip_note(config)) if note),
             **extra}
 
 

@@ -259,10 +259,14 @@ def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:
 
 def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFrame:
     """Every threat shift on the ID test images: robust accuracy and PA / AFR of clean vs
-    adversarial logits.  L-inf and L2 run MM5; StAdv and ReColor their own attacks."""
+    adversarial logits.  L-inf and L2 run MM5; StAdv, ReColor, PPGD and LPA their own attacks
+    (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once)."""
+    from pabench.adversarial.perceptual import load_lpips, lpa_attack, ppgd_attack
     from pabench.adversarial.threats import RECOLOR_LR, STADV_LR, threat_attack
 
     THREAT_LR = {"stadv": STADV_LR, "recolor": RECOLOR_LR}
+    perceptual = {"ppgd": ppgd_attack, "lpa": lpa_attack}
+    lpips = None
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     x, y = data["test_x"], data["test_y"]
@@ -273,6 +277,15 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
         if t["kind"] in ("linf", "l2"):
             adv, robust, evals = mm5(model, x, y, t["eps"], o, device,
                                      "Linf" if t["kind"] == "linf" else "L2")
+        elif t["kind"] in perceptual:
+            if lpips is None:
+                lp = o["lpips"]
+                lpips = load_lpips(lp["network"], lp["weights"], lp["dir"], sha256=lp["sha256"],
+                                   device=device)
+            r = perceptual[t["kind"]](model, lpips, as_float(torch.from_numpy(x).to(device)),
+                                      torch.from_numpy(y).long().to(device), t["eps"],
+                                      t.get("steps", 40), batch_size=BATCH)
+            adv, robust, evals = logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
         else:
             xf = as_float(torch.from_numpy(x).to(device))
             steps = t.get("steps", 100)

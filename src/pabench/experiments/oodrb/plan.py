@@ -16,7 +16,7 @@ RESULTS = ("shifts", "attacks")
 # Figure 5 and the zoo's training histories.
 TABLES = ("shifts", "attacks", "predictions", "history")
 THREAT_KINDS = ("linf", "l2", "stadv", "recolor", "ppgd", "lpa")
-LPIPS_KINDS = ("ppgd", "lpa")  # need LPIPS AlexNet weights: not implemented, always skipped
+LPIPS_KINDS = ("ppgd", "lpa")  # bounded by an LPIPS network: skipped where oodrb.lpips.weights is none
 NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
            "cifar10": ("cifar10.1", "cifar10.2", "cinic10", "cifar10r")}
 
@@ -70,13 +70,17 @@ def is_corruption(config: dict, shift: str) -> bool:
     return shift in _o(config)["corruptions"]
 
 
+def lpips_available(config: dict) -> bool:
+    return _o(config)["lpips"]["weights"] != "none"
+
+
 def threats(config: dict) -> dict[str, dict]:
     """The threat shifts this scale runs ({name: settings}, eps resolved); PPGD and LPA are
-    skipped (they need LPIPS AlexNet weights, and are not implemented here yet)."""
+    skipped where no LPIPS weights are configured (oodrb.lpips.weights: none)."""
     o = _o(config)
     out = {}
     for t in o["threats"]:
-        if t["kind"] in LPIPS_KINDS:
+        if t["kind"] in LPIPS_KINDS and not lpips_available(config):
             continue
         eps = radius(t["eps"], t["kind"]) if "eps" in t else t["eps_scale"] * eps_of(config)
         out[t["name"]] = {**t, "eps": float(eps)}
@@ -84,8 +88,25 @@ def threats(config: dict) -> dict[str, dict]:
 
 
 def skipped_threats(config: dict) -> list[str]:
-    o = _o(config)
-    return [t["name"] for t in o["threats"] if t["kind"] in LPIPS_KINDS]
+    if lpips_available(config):
+        return []
+    return [t["name"] for t in _o(config)["threats"] if t["kind"] in LPIPS_KINDS]
+
+
+def skip_note(config: dict) -> str:
+    """Why the skipped threat shifts did not run, for captions and logs ("" when none was)."""
+    skipped = skipped_threats(config)
+    return (f"{', '.join(skipped)} skipped: PPGD and LPA need LPIPS weights, which do not install "
+            "offline (oodrb.lpips.weights: none; paper scale only)") if skipped else ""
+
+
+def lpips_note(config: dict) -> str:
+    """The LPIPS network of PPGD and LPA, for captions ("" when neither runs)."""
+    if not any(t["kind"] in LPIPS_KINDS for t in threats(config).values()):
+        return ""
+    lp = _o(config)["lpips"]
+    return (f"LPIPS {lp['network']}" + (" with RANDOM weights (code path only: not a perceptual "
+                                       "bound)" if lp["weights"] == "random" else ""))
 
 
 def radius(value, kind: str) -> float:
