@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pabench.tolerances import is_timing
+
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
 # Not compared: W&B runs, logs and benchmark files are not results; the timing summary measures
 # the run itself.
@@ -52,10 +54,6 @@ def run(workdir: Path, *args, timeout: float | None = None) -> subprocess.Comple
                           timeout=timeout)
 
 
-# Columns that measure speed, not results (training histories): left out of the comparison.
-TIMING_COLUMNS = ("images_per_s", "data_wait_fraction")
-
-
 def _feed(h, obj) -> None:
     """Hash a loaded checkpoint: tensors by dtype, shape and bytes, the rest by repr."""
     import torch
@@ -77,8 +75,8 @@ def _feed(h, obj) -> None:
 def digest(path: Path) -> str:
     """Content digest: the bytes, except where the bytes carry more than the content: .npz
     archives (zip entries carry a write time) by array; PyTorch checkpoints (a random
-    serialization id and the temporary file's name in the archive) by tensor; training-history
-    CSVs without their speed columns."""
+    serialization id and the temporary file's name in the archive) by tensor; CSVs without their
+    timing columns (pabench.tolerances.is_timing)."""
     h = hashlib.sha256()
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
@@ -89,10 +87,10 @@ def digest(path: Path) -> str:
     elif path.suffix == ".pt":
         import torch
         _feed(h, torch.load(path, map_location="cpu", weights_only=True))
-    elif path.suffix == ".csv" and any(c in path.open().readline() for c in TIMING_COLUMNS):
+    elif path.suffix == ".csv" and any(is_timing(c) for c in path.open().readline().split(",")):
         import pandas as pd
         frame = pd.read_csv(path)
-        h.update(frame.drop(columns=[c for c in TIMING_COLUMNS if c in frame]).to_csv().encode())
+        h.update(frame.drop(columns=[c for c in frame if is_timing(c)]).to_csv().encode())
     else:
         h.update(path.read_bytes())
     return h.hexdigest()

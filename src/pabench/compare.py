@@ -7,7 +7,10 @@ the run itself) plus those under each `--also` directory: the same files, the sa
 name; a different order is only a note), the same number of rows and every value identical.
 Numbers must be exactly equal (NaN equals NaN, an empty cell counts as NaN, inf equals inf) and
 are parsed with Python's `float`, so "0.10" and "0.1" are equal; anything else must match as text.
-`figures/claims.csv` is also checked claim by claim (verdict and measured text).
+Columns that time the run (`pabench.tolerances.TIMING_COLUMNS`: seconds, images per second,
+speed-ups) differ between any two runs: they are listed in a note, not compared (`--timings`
+compares them too).  `figures/claims.csv` is checked claim by claim: verdict, measured text and
+the other columns; the measured text of a claim marked `timed` (a speed ratio) is only a note.
 
 With `--tolerances FILE` (e.g. workflow/config/tolerances.yaml, for a CPU run against a GPU run;
 format in pabench.tolerances) two numbers agree when they are within the limits of the first rule
@@ -32,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pabench.tolerances import EXACT, Rule, ToleranceError, Tolerances, load
+from pabench.tolerances import EXACT, Rule, ToleranceError, Tolerances, is_timing, load
 
 FIGURES = "figures"
 CLAIMS = "figures/claims.csv"
@@ -51,6 +54,7 @@ class Report:
     # Tolerance mode: {(column, rule): Deviation}, ignored columns, indices of rules that matched.
     deviations: dict[tuple[str, str], "Deviation"] = field(default_factory=dict)
     ignored: set[str] = field(default_factory=set)
+    timing: set[str] = field(default_factory=set)   # exact mode: timing columns not compared
     used_rules: set[int] = field(default_factory=set)
 
 
@@ -160,7 +164,7 @@ def compare_within(a: pd.DataFrame, b: pd.DataFrame, rel: str, cols: list[str], 
 
 
 def compare_csv(before: Path, after: Path, rel: str, rep: Report,
-                tol: Tolerances | None = None) -> None:
+                tol: Tolerances | None = None, timings: bool = False) -> None:
     try:
         a, b = _read(before / rel), _read(after / rel)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -184,6 +188,9 @@ def compare_csv(before: Path, after: Path, rel: str, rep: Report,
         compare_within(a, b, rel, [c for c in ca if c in cb], tol, rep)
         return
     for col in [c for c in ca if c in cb]:
+        if not timings and is_timing(col):
+            rep.timing.add(col)
+            continue
         rep.values += len(a)
         n, first, max_abs = compare_column(a[col], b[col])
         if n:
@@ -193,17 +200,24 @@ def compare_csv(before: Path, after: Path, rel: str, rep: Report,
                                 f"first at row {first} (0-based): {va!r} before, {vb!r} after")
 
 
-def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | None = None) -> int:
-    """Claim by claim: the same ids, verdicts and measured text (with tolerances: a different
-    measured text is a note, the claims the file names are not compared).  Returns the number
-    of claims."""
+def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | None = None,
+                   timings: bool = False) -> int:
+    """Claim by claim: the same ids, verdicts, measured text and other columns (a timed claim's
+    measured text, and with tolerances every measured text, is a note; with tolerances only
+    verdicts are compared, and not those of the claims the file names).  Returns the number of
+    claims."""
     if not ((before / CLAIMS).is_file() and (after / CLAIMS).is_file()):
         return 0                       # already reported as a missing file
     a, b = _read(before / CLAIMS), _read(after / CLAIMS)
+    rep.files += 1
     for t in (a, b):
         if not {"id", "verdict", "measured"} <= set(t.columns) or t["id"].duplicated().any():
             rep.problems.append(f"{CLAIMS}: no unique id / verdict / measured columns")
             return 0
+    if set(a.columns) != set(b.columns):   # e.g. a run from before a column was added
+        rep.notes.append(f"{CLAIMS}: columns differ, the shared ones compared (only before: "
+                         f"{sorted(set(a.columns) - set(b.columns))}, only after: "
+                         f"{sorted(set(b.columns) - set(a.columns))})")
     a, b = a.set_index("id"), b.set_index("id")
     for cid in a.index.difference(b.index):
         rep.problems.append(f"claim {cid}: only before ({a.at[cid, 'verdict']})")
@@ -216,15 +230,22 @@ def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | Non
         va, vb = a.at[cid, "verdict"], b.at[cid, "verdict"]
         if va != vb:
             rep.problems.append(f"claim {cid}: verdict changed: {va!r} -> {vb!r}")
+        timed = any(t.at[cid, "timed"].lower() == "true" for t in (a, b) if "timed" in t.columns)
         if a.at[cid, "measured"] != b.at[cid, "measured"]:
-            (rep.problems if tol is None else rep.notes).append(
-                f"claim {cid}: measured changed: {a.at[cid, 'measured']!r} -> "
-                f"{b.at[cid, 'measured']!r}")
+            serious = tol is None and (timings or not timed)
+            (rep.problems if serious else rep.notes).append(
+                f"claim {cid}: measured changed{' (timed: a measurement of speed)' if timed else ''}"
+                f": {a.at[cid, 'measured']!r} -> {b.at[cid, 'measured']!r}")
+        for col in ([] if tol is not None else
+                    [c for c in a.columns if c in b.columns and c not in ("verdict", "measured")]):
+            if a.at[cid, col] != b.at[cid, col]:
+                rep.problems.append(f"claim {cid}: {col} changed: {a.at[cid, col]!r} -> "
+                                    f"{b.at[cid, col]!r}")
     return len(a.index.union(b.index))
 
 
 def compare_runs(before: Path, after: Path, also: list[str] = (),
-                 tol: Tolerances | None = None) -> Report:
+                 tol: Tolerances | None = None, timings: bool = False) -> Report:
     rep = Report()
     for rel_dir in [FIGURES, *also]:
         fa, fb = csv_files(before, rel_dir), csv_files(after, rel_dir)
@@ -233,9 +254,12 @@ def compare_runs(before: Path, after: Path, also: list[str] = (),
         for rel in sorted(fb - fa):
             rep.problems.append(f"{rel}: only in {after}")
         for rel in sorted(fa & fb):
-            if tol is None or rel != CLAIMS:   # with tolerances: claims only claim by claim
-                compare_csv(before, after, rel, rep, tol)
-    rep.claims = compare_claims(before, after, rep, tol)
+            if rel != CLAIMS:                  # claims: claim by claim, below
+                compare_csv(before, after, rel, rep, tol, timings)
+    rep.claims = compare_claims(before, after, rep, tol, timings)
+    if rep.timing:
+        rep.notes.append(f"columns that time the run, not compared (--timings compares them): "
+                         f"{', '.join(sorted(rep.timing))}")
     for rule in tol.rules if tol is not None else ():
         if rule.index not in rep.used_rules:
             rep.notes.append(f"{tol.path}: columns[{rule.index}] (match {list(rule.match)}) "
@@ -265,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerances", type=Path, metavar="FILE",
                     help="numbers agree within the limits of FILE (workflow/config/tolerances.yaml)"
                          " instead of exactly")
+    ap.add_argument("--timings", action="store_true",
+                    help="compare the columns that time the run too (seconds, images per second, "
+                         "speed-ups) and timed claims' measured text")
     args = ap.parse_args(argv)
 
     for run in (args.before, args.after):
@@ -284,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pabench.compare: --tolerances {err}", file=sys.stderr)
         return 2
 
-    rep = compare_runs(args.before, args.after, args.also, tol)
+    rep = compare_runs(args.before, args.after, args.also, tol, args.timings)
     print(f"compared {args.before} (before) with {args.after} (after), "
           f"dirs: {', '.join([FIGURES, *args.also])}"
           + (f"; tolerances: {args.tolerances}" if tol else ""))

@@ -27,6 +27,14 @@ RULE_KEYS = {"match", "files", "abs", "rel", "ignore"}
 TOP_KEYS = {"columns", "ignore_claims"}
 # Slack for the decimal limits of the file: 0.51 - 0.5 is 0.010000000000000009 in binary.
 SLACK = 1e-9
+# Columns that measure how fast a run went, not what it computed: they differ between any two
+# runs (pabench.compare lists them instead of comparing them; the kill campaign and the Slurm
+# test leave them out of their digests).
+TIMING_COLUMNS = ("*seconds*", "*_per_s", "*speed-up*", "data_wait_fraction")
+
+
+def is_timing(column: str) -> bool:
+    return any(fnmatchcase(column.lower(), glob) for glob in TIMING_COLUMNS)
 
 
 class ToleranceError(ValueError):

@@ -7,10 +7,11 @@ by content (pabench.campaign.snapshot: the bytes, except .npz by array, .pt by t
 what measures the run rather than its results, which differs between any two runs, local or not:
 - W&B runs (run ids, times), job logs, benchmark files (seconds, memory) and figures/timings.*
   (pabench.campaign.NOT_COMPARED);
-- timing columns of CSV tables (`TIMING`: training and attack seconds, images per second,
-  speed-ups), compared without them; a table's renderings (.md, .html, .tex) then only through
-  its CSV;
-- the measured speed ratios of the one claim about speed (`TIMED_CLAIMS`): its verdict is compared.
+- timing columns of CSV tables (`pabench.tolerances.is_timing`: training and attack seconds,
+  images per second, speed-ups), compared without them; a table's renderings (.md, .html, .tex)
+  then only through its CSV;
+- the measured speed ratios of the claims marked `timed` in claims.csv: their verdicts are
+  compared.
 """
 import os
 import re
@@ -22,6 +23,7 @@ import pytest
 
 from conftest import REPO, TEST, run_snakemake
 from pabench.campaign import compare, prepare, snakemake_cmd, snapshot
+from pabench.tolerances import is_timing
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(os.environ.get("PABENCH_SLURM") != "1",
@@ -43,21 +45,17 @@ def slurm_snakemake(workdir, *args, timeout=300, env=None):
                           env={**os.environ, **ENV, **(env or {})})
 
 
-# Columns that measure how fast a job ran, not what it computed.
-TIMING = re.compile(r"seconds|_per_s$|speed-up|data_wait_fraction")
-TIMED_CLAIMS = {"avg-analytical-faster"}  # "Taylor and MMSE are 10x faster than MC"
-
-
 def results(root) -> dict[str, str]:
-    """{file: digest} of a finished run, timings left out (see the module docstring)."""
+    """{file: digest} of a finished run, timings left out (see the module docstring): the
+    columns that time the run, and the measured text of timed claims (speed ratios)."""
     out = snapshot(root)
     for rel in [rel for rel in out if rel.endswith(".csv")]:
         table = pd.read_csv(root / rel)
-        timed = [col for col in table.columns if TIMING.search(col)]
-        timed_claims = rel == "figures/claims.csv" and table.id.isin(TIMED_CLAIMS).any()
+        timed = [col for col in table.columns if is_timing(col)]
+        timed_claims = rel == "figures/claims.csv" and table.timed.any()
         if timed or timed_claims:
             if timed_claims:
-                table.loc[table.id.isin(TIMED_CLAIMS), "measured"] = ""
+                table.loc[table.timed, "measured"] = ""
             out[rel] = table.drop(columns=timed).to_csv()
             for ext in (".md", ".html", ".tex"):
                 out.pop(rel[:-len(".csv")] + ext, None)

@@ -79,6 +79,38 @@ def test_changed_verdict(runs, capsys):
     assert "claim adv-jpeg: verdict changed: 'not evaluated' -> 'reproduced'" in out
 
 
+def test_timing_columns_and_timed_claims_are_notes_unless_asked(runs, capsys):
+    """Seconds, images per second and speed-ups differ between any two runs: listed, not
+    compared (--timings compares them); so is a timed claim's measured text, not its verdict."""
+    for run, speed in zip(runs, (1.0, 2.5)):
+        TABLE.assign(seconds=speed, images_per_s=100 * speed).to_csv(
+            run / "figures" / "pa" / "table1.csv", index=False)
+        CLAIMS.assign(timed=[False, True], measured=["peak at 0.5", f"{speed}x faster"]).to_csv(
+            run / "figures" / "claims.csv", index=False)
+    assert compare(runs) == 0
+    out = capsys.readouterr().out
+    assert "columns that time the run, not compared (--timings compares them): images_per_s, " \
+           "seconds" in out
+    assert "note: claim adv-jpeg: measured changed (timed: a measurement of speed)" in out
+    assert compare(runs, "--timings") == 1
+    out = capsys.readouterr().out
+    assert "column 'seconds': 3 of 3 rows differ" in out and "DIFF: claim adv-jpeg: measured" in out
+    # an untimed claim's measured text, and its other columns, are still compared
+    claims = CLAIMS.assign(timed=[False, True], measured=["peak at 0.6", "2.5x faster"])
+    claims.loc[0, "source"] = "PA Fig. 2"
+    claims.to_csv(runs[1] / "figures" / "claims.csv", index=False)
+    assert compare(runs) == 1
+    out = capsys.readouterr().out
+    assert "DIFF: claim fig1-peak: measured changed: 'peak at 0.5' -> 'peak at 0.6'" in out
+    assert "DIFF: claim fig1-peak: source changed: 'PA Fig. 1' -> 'PA Fig. 2'" in out
+    # a run from before claims had the `timed` column: the shared columns compared, a note
+    CLAIMS.to_csv(runs[0] / "figures" / "claims.csv", index=False)
+    CLAIMS.assign(timed=False).to_csv(runs[1] / "figures" / "claims.csv", index=False)
+    assert compare(runs) == 0
+    assert "columns differ, the shared ones compared (only before: [], only after: ['timed'])" \
+        in capsys.readouterr().out
+
+
 def test_column_order_is_a_note(runs, capsys):
     TABLE[["acc", "model", "pa"]].to_csv(runs[1] / "figures" / "pa" / "table1.csv", index=False)
     assert compare(runs) == 0

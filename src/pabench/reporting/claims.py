@@ -50,14 +50,17 @@ class Claim:
     tables: tuple[str, ...]
     check: Callable  # (*tables) -> (holds: bool, measured: str)
     unseeded: str = ""  # why the claim is checked once on every row, not per seed
+    timed: bool = False  # its measurement is a timing: it differs between any two runs
 
 
 CLAIMS: list[Claim] = []
 
 
-def claim(id: str, source: str, statement: str, *tables: str, unseeded: str = ""):
+def claim(id: str, source: str, statement: str, *tables: str, unseeded: str = "",
+          timed: bool = False):
     def register(check):
-        CLAIMS.append(Claim(check.__module__, id, source, statement, tables, check, unseeded))
+        CLAIMS.append(Claim(check.__module__, id, source, statement, tables, check, unseeded,
+                            timed))
         return check
     return register
 
@@ -144,7 +147,7 @@ def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
     """One row per claim (default: every registered one) with its verdict on the tables."""
     rows = []
     for c in CLAIMS if claims is None else claims:
-        row = {"id": c.id, "source": c.source, "claim": c.statement}
+        row = {"id": c.id, "source": c.source, "claim": c.statement, "timed": c.timed}
         missing = [t for t in c.tables if t not in tables]
         if missing:
             row.update(measured=f"no {' / '.join(missing)} results at this scale",
@@ -153,7 +156,7 @@ def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
             row.update(_over_seeds(c, [tables[t] for t in c.tables]))
         rows.append(row)
     return pd.DataFrame(rows, columns=["id", "source", "claim", "measured", "verdict",
-                                       "seeds_holding", "seeds_note"])
+                                       "seeds_holding", "seeds_note", "timed"])
 
 
 def _f(x: float) -> str:

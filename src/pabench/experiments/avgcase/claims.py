@@ -129,7 +129,7 @@ def _(mvs):
        "Taylor and MMSE are each at least 10 times faster per point than MC, on the same model, "
        "points and device (Table 1's setting: sigma = 0.1, MC n = 10,000, MMSE n = 5).",
        "avg_runtime", unseeded="a speed ratio: the cost of each estimator does not depend on the "
-       "training seed (timed on the first)")
+       "training seed (timed on the first)", timed=True)
 def _(runtime):
     t = speedups(runtime)
     t = t[t.estimator.isin(["taylor", "mmse"]) & t.speedup.notna()]
