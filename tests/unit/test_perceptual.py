@@ -282,3 +282,20 @@ def test_runs_on_cuda_like_on_cpu(digits, lpips, runs):
         with torch.no_grad():
             assert (gpu_lpips.distance(x.cuda(), gpu.x_adv) <= 0.5 + TOL).all()
         assert gpu.x_adv.min() >= 0 and gpu.x_adv.max() <= 1
+
+
+def test_one_ppgd_step_moves_by_its_lpips_step_and_raises_the_loss(digits, lpips):
+    """From x itself (no random start) and with a bound far away (no projection), one step moves
+    each point by about `step` in LPIPS distance (first order: h = 1e-3) and raises the margin
+    loss it maximises."""
+    net, x, y = digits
+    step = 0.02
+    with torch.no_grad():
+        before = P._loss(net(x), y)
+    best, evals = P._ppgd_chunk(net, lpips, x, y, torch.zeros_like(x), 10.0, 1, step)
+    assert evals == len(x)
+    with torch.no_grad():
+        moved = lpips.distance(x, best.x_adv)
+        after = P._loss(net(best.x_adv), y)
+    assert ((moved - step).abs() < 0.25 * step).all(), moved
+    assert (after > before).float().mean() >= 0.9
