@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from pabench.adversarial import datasets as ds
-from pabench.datasets.mnist import md5
+from pabench.core.io import file_digest
 
 
 # --------------------------------------------------------------------------------- mnist32
@@ -125,7 +125,7 @@ def _make_archive(tmp_path, replace=None):
 def test_cifar10_download_and_read_round_trip(tmp_path):
     archive, truth = _make_archive(tmp_path)
     root = tmp_path / "root"
-    folder = ds.download_cifar10(root, url=archive.as_uri(), md5=md5(archive))
+    folder = ds.download_cifar10(root, url=archive.as_uri(), md5=file_digest(archive, "md5"))
     assert folder == root / ds.CIFAR10_FOLDER
     for split, names in ds.CIFAR10_FILES.items():
         x, y = ds.read_cifar10(folder, split)
@@ -159,7 +159,7 @@ def test_cifar10_refuses_code_in_pickles(tmp_path):
     evil = pickle.dumps({b"data": Payload(f"touch {shlex.quote(str(marker))}"), b"labels": []},
                         protocol=2)
     archive, _ = _make_archive(tmp_path, replace={"test_batch": evil})
-    folder = ds.download_cifar10(tmp_path / "root", url=archive.as_uri(), md5=md5(archive))
+    folder = ds.download_cifar10(tmp_path / "root", url=archive.as_uri(), md5=file_digest(archive, "md5"))
     with pytest.raises(ValueError, match="test_batch.*(refused global|posix|os)"):
         ds.read_cifar10(folder, "test")
     assert not marker.exists()

@@ -15,7 +15,7 @@ import pytest
 
 from pabench.adversarial import datasets as ds
 from pabench.datasets import fashion_mnist as fm
-from pabench.datasets.mnist import md5
+from pabench.core.io import file_digest
 
 # --------------------------------------------------------------------------- Fashion-MNIST (Debian)
 
@@ -55,7 +55,7 @@ def served(tmp_path):
         truth[split] = (images, labels)
         for name, array in zip(fm.FILES[split], (images, labels)):
             (folder / name).write_bytes(gzip.compress(_idx(array)))
-    digests = {p.name: md5(p) for p in folder.iterdir()}
+    digests = {p.name: file_digest(p, "md5") for p in folder.iterdir()}
     requests = []
 
     class Handler(http.server.SimpleHTTPRequestHandler):
@@ -153,7 +153,7 @@ def test_debian_source_checks_decompressed_content(served, tmp_path, monkeypatch
     for path in folder.iterdir():
         raw = gzip.decompress(path.read_bytes())
         (debian / path.name).write_bytes(gzip.compress(raw, compresslevel=1, mtime=1))
-        assert md5(debian / path.name) != md5(path)
+        assert file_digest(debian / path.name, "md5") != file_digest(path, "md5")
         monkeypatch.setitem(fm.RAW_MD5, path.name, hashlib.md5(raw).hexdigest())
     x, y = fm.load("train", source="debian", debian_dir=debian)
     assert (x == truth["train"][0]).all() and (y == truth["train"][1]).all()
@@ -170,7 +170,7 @@ def test_reader_rejects_inconsistent_files(tmp_path):
     for labels, match in ((np.arange(4), "5 labels"), (np.array([0, 1, 2, 3, 10]), "outside")):
         for name, array in zip(fm.FILES["test"], (images, labels)):
             (tmp_path / name).write_bytes(gzip.compress(_idx(array)))
-        digests = {n: md5(tmp_path / n) for n in fm.FILES["test"]}
+        digests = {n: file_digest(tmp_path / n, "md5") for n in fm.FILES["test"]}
         with pytest.raises(ValueError, match=match):
             _fm_load("test", tmp_path, "http://127.0.0.1:9/", digests, download=False)
 
@@ -202,7 +202,7 @@ def _cifar100_archive(tmp_path, sizes=(("train", 9), ("test", 6)), label_key=b"f
 def test_cifar100_download_and_read(tmp_path):
     archive, truth = _cifar100_archive(tmp_path)
     root = tmp_path / "root"
-    folder = ds.download_cifar100(root, url=archive.as_uri(), md5=md5(archive))
+    folder = ds.download_cifar100(root, url=archive.as_uri(), md5=file_digest(archive, "md5"))
     assert folder == root / ds.CIFAR100_FOLDER
     for split in ds.SPLITS:
         x, y = ds.read_cifar100(folder, split)
@@ -233,7 +233,8 @@ def test_cifar100_errors(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     archive, _ = _cifar100_archive(other, label_key=b"labels")
-    folder = ds.download_cifar100(other / "root", url=archive.as_uri(), md5=md5(archive))
+    folder = ds.download_cifar100(other / "root", url=archive.as_uri(),
+                                  md5=file_digest(archive, "md5"))
     with pytest.raises(ValueError, match="test.*fine_labels"):
         ds.read_cifar100(folder, "test")
     with pytest.raises(ValueError, match="cifar100"):

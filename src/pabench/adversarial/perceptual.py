@@ -64,7 +64,6 @@ iteration); the LPIPS network's passes are not counted.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import numbers
@@ -80,6 +79,7 @@ import torch.nn.functional as F
 
 from pabench.adversarial.mm5 import _Frozen, _predict
 from pabench.adversarial.threats import ThreatResult, _margin, _validate
+from pabench.core.io import file_digest
 
 log = logging.getLogger("pabench.perceptual")
 
@@ -166,19 +166,11 @@ def _features_state(network: str, path: Path) -> dict:
         prefix = "model.features."
     else:
         prefix = "features."
-    out = {k[len(prefix):]: v for k, v in state.items() if isinstance(k, str) and k.startswith(prefix)} \
-        if isinstance(state, dict) else {}
+    out = {k[len(prefix):]: v for k, v in state.items()
+           if isinstance(k, str) and k.startswith(prefix)} if isinstance(state, dict) else {}
     if not out:
         raise ValueError(f"{path}: holds no {prefix}* tensors: not the {network} LPIPS weights")
     return out
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch_weights(network: str, root, url: Optional[str] = None,
@@ -194,7 +186,7 @@ def fetch_weights(network: str, root, url: Optional[str] = None,
     dest = Path(root) / Path(url).name
 
     def check(path: Path, origin: str) -> None:
-        digest = _sha256(path)
+        digest = file_digest(path)
         in_name = _HASH_IN_NAME.search(dest.name)
         expected = sha256.lower() if sha256 else in_name and in_name.group(1)
         if expected and not digest.startswith(expected):

@@ -1,6 +1,7 @@
-"""Files in and out: atomic writes, and safe loading of score arrays."""
+"""Files in and out: atomic writes, checksums, and safe loading of score arrays."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -11,6 +12,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+
+def file_digest(path, algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes ("md5", "sha256", ...), read in 1 MiB blocks."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 @contextmanager

@@ -15,7 +15,6 @@ unpacked, and write through temporary names: nothing half-written is ever left i
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
-from pabench.core.io import atomic_path, load_npz
+from pabench.core.io import atomic_path, file_digest, load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity
 
 log = logging.getLogger("pabench.datasets")
@@ -91,13 +90,10 @@ def _algorithm(checksum, name) -> str:
 
 def _verify(path: Path, checksum: str, name, advice: str) -> None:
     algo = _algorithm(checksum, name)
-    h = hashlib.new(algo)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    if h.hexdigest() != checksum.lower():
-        raise ValueError(f"{name}: checksum mismatch ({algo} {h.hexdigest()}, expected "
-                         f"{checksum}); {advice}")
+    got = file_digest(path, algo)
+    if got != checksum.lower():
+        raise ValueError(f"{name}: checksum mismatch ({algo} {got}, expected {checksum}); "
+                         f"{advice}")
 
 
 def _fetch(url: str, out: Path) -> None:

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.core.io import atomic_path
-from pabench.datasets.mnist import md5 as file_md5
+from pabench.core.io import atomic_path, file_digest
 from pabench.datasets.mnist import read_idx
 
 log = logging.getLogger("pabench.datasets")
@@ -98,7 +97,7 @@ def download_fashion_mnist(root=DEFAULT_ROOT, splits=SPLITS, base_url: str = BAS
         for name in FILES[split]:
             path = root / name
             if path.is_file():
-                if file_md5(path) == md5[name]:
+                if file_digest(path, "md5") == md5[name]:
                     continue
                 log.warning("%s: checksum mismatch, downloading it again", path)
             _fetch(base_url.rstrip("/") + "/" + name, path, md5[name])
@@ -154,5 +153,5 @@ def load(split: str, source: str = "auto", root=None, download: bool = True, *,
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: missing; use download=True, or install Debian's "
                                         "dataset-fashion-mnist and source 'debian'")
-            _check(path, file_md5(path), expected[name], note="; delete it and download again")
+            _check(path, file_digest(path, "md5"), expected[name], note="; delete it and download again")
     return _read_split(folder, split)

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.core.io import write_json
-from pabench.datasets.mnist import md5 as file_md5
+from pabench.core.io import file_digest, write_json
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_MD5 = "7c2ac02c03563afcf9b574c7e56c153a"
@@ -55,7 +54,7 @@ def imdb_archive(root, archive=None, url: str = IMDB_URL, md5: str | None = IMDB
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file (text.imdb.archive)")
         if md5:
-            got = file_md5(path)
+            got = file_digest(path, "md5")
             if got != md5.lower():
                 raise ValueError(f"{path}: checksum mismatch (md5 {got}, expected {md5}); not the "
                                  "published IMDB archive (text.imdb.md5: null reads a stand-in "

