@@ -349,11 +349,10 @@ def ood(config: dict) -> list[Work]:
         for part, images, clean_id in [(job, n_test, 0), *parts]:
             out.append(Work("oodrb", part, net, "attack step", images * mm,
                             _add(_step(images * mm), {"fwd": 2 * images + clean_id})))
-        # LPA: up to 5 rounds of `steps` (an upper bound); the LPIPS network's own passes (a
-        # small AlexNet) are left out beside the classifier's
+        # LPA: up to 5 rounds of `steps` (an upper bound; perceptual.LPA_BINARY_STEPS); the
+        # LPIPS network's own passes (a small AlexNet) are left out beside the classifier's
         threat_steps = sum(mm if t["kind"] in ("linf", "l2") else
-                           t.get("steps", 40 if t["kind"] in oodrb.LPIPS_KINDS else 100)
-                           * (5 if t["kind"] == "lpa" else 1)
+                           t["steps"] * (5 if t["kind"] == "lpa" else 1)
                            for t in oodrb.threats(config).values())
         out.append(Work("oodrb", job, net, "attack step", n_test * threat_steps,
                         _add(_step(n_test * threat_steps),

@@ -70,6 +70,8 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     assert plan.lpips_note(cfg) == ""
     cfg["oodrb"]["lpips"]["weights"] = "random"
     assert plan.threats(cfg)["lpa"]["eps"] == 0.5 and plan.skipped_threats(cfg) == []
+    assert plan.threats(cfg)["lpa"]["steps"] == 40          # no steps given: the paper's 40
+    assert "steps" not in plan.threats(cfg)["l2"]           # MM5's steps are oodrb.mm5's
     assert plan.skip_note(cfg) == "" and "RANDOM weights" in plan.lpips_note(cfg)
     shifts = plan.table_inputs(cfg, "shifts")
     assert len(shifts) == 2 * len(zoo) and any("/threats/" in p for p in shifts)

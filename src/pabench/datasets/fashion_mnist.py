@@ -153,5 +153,6 @@ def load(split: str, source: str = "auto", root=None, download: bool = True, *,
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: missing; use download=True, or install Debian's "
                                         "dataset-fashion-mnist and source 'debian'")
-            _check(path, file_digest(path, "md5"), expected[name], note="; delete it and download again")
+            _check(path, file_digest(path, "md5"), expected[name],
+                   note="; delete it and download again")
     return _read_split(folder, split)

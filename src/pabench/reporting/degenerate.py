@@ -26,19 +26,23 @@ Z_MARGIN = 3.0
 COLUMN = "degenerate"
 
 
-def chance_bar(n: int, num_classes: int) -> float:
-    """The accuracy a model must reach on n samples of K balanced classes not to be near chance:
-    the fewest hits a random guesser reaches with probability <= norm.sf(Z_MARGIN), over n."""
+def _hits_needed(n: int, num_classes: int) -> int:
+    """The fewest hits out of n that a random guesser reaches with probability <=
+    norm.sf(Z_MARGIN)."""
     if n < 1 or num_classes < 2:
         raise ValueError(f"need n >= 1 samples and K >= 2 classes, got n = {n}, K = {num_classes}")
     # binom.isf: the smallest k with P(X > k) <= alpha, so a guesser reaches k + 1 hits that rarely
-    hits = binom.isf(norm.sf(Z_MARGIN), n, 1.0 / num_classes) + 1
-    return float(hits) / n
+    return int(binom.isf(norm.sf(Z_MARGIN), n, 1.0 / num_classes)) + 1
+
+
+def chance_bar(n: int, num_classes: int) -> float:
+    """The accuracy a model must reach on n samples of K balanced classes not to be near chance."""
+    return _hits_needed(n, num_classes) / n
 
 
 def near_chance(accuracy: float, n: int, num_classes: int) -> bool:
     # accuracy * n counts hits; the tolerance keeps k/n computed elsewhere from falling below k/n
-    return bool(accuracy * n < chance_bar(n, num_classes) * n - 1e-6)
+    return bool(accuracy * n < _hits_needed(n, num_classes) - 1e-6)
 
 
 def pa_collapsed(beta_exact) -> bool:

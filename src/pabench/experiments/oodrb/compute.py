@@ -284,11 +284,11 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
                                    device=device)
             r = perceptual[t["kind"]](model, lpips, as_float(torch.from_numpy(x).to(device)),
                                       torch.from_numpy(y).long().to(device), t["eps"],
-                                      t.get("steps", 40), batch_size=BATCH)
+                                      t["steps"], batch_size=BATCH)
             adv, robust, evals = logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
         else:
             xf = as_float(torch.from_numpy(x).to(device))
-            steps = t.get("steps", 100)
+            steps = t["steps"]
             # Fewer steps than the reference's 100 take proportionally larger Adam steps, so the
             # attack can still reach its bound (ReColor's lr 0.001 x 20 steps would stop at 0.02).
             lr = None if steps >= 100 else THREAT_LR[t["kind"]] * 100 / steps

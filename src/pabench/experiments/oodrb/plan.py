@@ -17,6 +17,8 @@ RESULTS = ("shifts", "attacks")
 TABLES = ("shifts", "attacks", "predictions", "history")
 THREAT_KINDS = ("linf", "l2", "stadv", "recolor", "ppgd", "lpa")
 LPIPS_KINDS = ("ppgd", "lpa")  # bounded by an LPIPS network: skipped where oodrb.lpips.weights is none
+# Iterations of the threat attacks that are not MM5 when the config gives none (the paper's)
+DEFAULT_STEPS = {"stadv": 100, "recolor": 100, "ppgd": 40, "lpa": 40}
 NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
            "cifar10": ("cifar10.1", "cifar10.2", "cinic10", "cifar10r")}
 
@@ -75,14 +77,17 @@ def lpips_available(config: dict) -> bool:
 
 
 def threats(config: dict) -> dict[str, dict]:
-    """The threat shifts this scale runs ({name: settings}, eps resolved); PPGD and LPA are
-    skipped where no LPIPS weights are configured (oodrb.lpips.weights: none)."""
+    """The threat shifts this scale runs ({name: settings}, eps and the steps of the non-MM5
+    attacks resolved); PPGD and LPA are skipped where no LPIPS weights are configured
+    (oodrb.lpips.weights: none)."""
     o = _o(config)
     out = {}
     for t in o["threats"]:
         if t["kind"] in LPIPS_KINDS and not lpips_available(config):
             continue
         eps = radius(t["eps"], t["kind"]) if "eps" in t else t["eps_scale"] * eps_of(config)
+        if t["kind"] in DEFAULT_STEPS:   # MM5's steps are oodrb.mm5's
+            t = {"steps": DEFAULT_STEPS[t["kind"]], **t}
         out[t["name"]] = {**t, "eps": float(eps)}
     return out
 
