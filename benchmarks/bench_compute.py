@@ -2,6 +2,7 @@
 GPU-hours estimated from FLOPs (docs/cluster.md, "Compute estimate").
 
     nice python benchmarks/bench_compute.py [--configfile workflow/config/paper.yaml] [--csv out.csv]
+    python benchmarks/bench_compute.py --device cuda [--csv out.csv]      # on a GPU machine
 
 What each job of the config runs is counted by `pabench.workload` (models, eps, steps, images,
 epochs, MC n, corruptions, ...).  Every network of it is built at its paper-scale size
@@ -12,7 +13,12 @@ wall time): a forward pass, a backward pass to the input (attack step minus forw
 optimiser step of each training method, one noisy copy of p_mc and of the MMSE linearisation, one
 corruption of every kind and severity, one DiagViB-6 image.  Few images each: a few minutes.
 
-GPU time is NOT measured (no GPU here): it is the FLOPs of each pass (counted by PyTorch's
+With `--device cuda` every pass of a GPU job is timed on the GPU instead (wall time between
+synchronisations, batches of about TARGET_GPU_FLOPS, PyTorch's defaults: float32, cuDNN's TF32
+convolutions), the CPU jobs (corruptions, DiagViB-6 images) and the JPEG round trip still on one
+CPU thread, and the tables give measured GPU-hours beside the FLOP estimate below.
+
+Without a GPU, GPU time is NOT measured: it is the FLOPs of each pass (counted by PyTorch's
 FlopCounterMode on the same calls) divided by an assumed sustained H100 rate, calibrated on a
 published number: NVIDIA's ResNet-50 v1.5 PyTorch training throughput on one A100 80GB in TF32,
 938 images/s (NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5, NGC
@@ -51,6 +57,13 @@ H100_OVER_A100 = 2.0         # assumed
 MIN_CPU_S = 0.3              # time each pass at least this long (after one counted warm-up call)
 TARGET_FLOPS = 1e10          # images per call: about this many FLOPs (1 to MAX_BATCH images)
 MAX_BATCH = 256
+# On a GPU: batches large enough to fill it (up to MAX_GPU_BATCH).  The first H200 run used 2e12,
+# which timed passes of over 100 GFLOP per image (RobustBench's largest networks, the 100-class
+# MMSE copy with its 99 backward passes) on batches of 8-18 images at 9-50 TFLOP/s, against
+# 120-150 for the WRN-28-10s at batches near 80: their GPU-hours were upper bounds.
+TARGET_GPU_FLOPS = 2e13
+MAX_GPU_BATCH = 1024
+MIN_GPU_S = 0.2
 SIGMA = 0.1                  # noise of the timed MC and MMSE copies (cost does not depend on it)
 GPU_COUNTS = (1, 8, 32)
 WHAT_IF = "pa-imagenet"
@@ -83,28 +96,46 @@ def cpu_seconds(fn) -> float:
     return time.process_time() - start
 
 
-def measure(make) -> tuple[float, float]:
-    """(CPU seconds, FLOPs) per image of `make(batch) -> (call, images per call)`: one call on
-    one image counts the FLOPs (and warms up), then calls at a batch of about TARGET_FLOPS are
-    timed for at least MIN_CPU_S."""
+def gpu_seconds(fn) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def measure(make, gpu: bool = False) -> tuple[float, float, int]:
+    """(seconds, FLOPs, images per timed call) per image of `make(batch) -> (call, images per
+    call)`: one call on one
+    image counts the FLOPs (and warms up), then calls at a batch of about TARGET_FLOPS are timed
+    for at least MIN_CPU_S of process CPU time; on a GPU (`gpu`) batches of about
+    TARGET_GPU_FLOPS, warmed up twice (cuDNN picks its algorithms), for MIN_GPU_S of wall time."""
     call, images = make(1)
     with FlopCount() as counter:
         call()
     flops = counter.get_total_flops() / images
-    batch = int(min(MAX_BATCH, max(1, TARGET_FLOPS // max(flops, 1))))
+    target, most, least, clock = ((TARGET_GPU_FLOPS, MAX_GPU_BATCH, MIN_GPU_S, gpu_seconds) if gpu
+                                  else (TARGET_FLOPS, MAX_BATCH, MIN_CPU_S, cpu_seconds))
+    batch = int(min(most, max(1, target // max(flops, 1))))
     if batch > 1:
         call, images = make(batch)
         call()
+    if gpu:
+        call()
     spent, calls = 0.0, 0
-    while spent < MIN_CPU_S:
-        spent += cpu_seconds(call)
+    while spent < least:
+        spent += clock(call)
         calls += 1
-    return spent / (calls * images), flops
+    return spent / (calls * images), flops, images
 
 
 # ------------------------------------------------------------------ networks
-def build(net: workload.Net, config: dict) -> torch.nn.Module:
-    """The network of a workload entry, random weights, eval mode, on the CPU."""
+def build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Module:
+    """The network of a workload entry, random weights, eval mode, on `device`."""
+    return _build(net, config, device).to(device)
+
+
+def _build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Module:
     if net.source in ("zoo", "jpeg_rs"):
         from pabench.adversarial.models import JpegReverseSigmoid, build as build_zoo
 
@@ -114,8 +145,10 @@ def build(net: workload.Net, config: dict) -> torch.nn.Module:
     if net.source == "robustbench":
         from pabench.adversarial import robustbench
 
+        if device.type == "cuda":
+            return robustbench.load(net.arch, net.dataset, "data/robustbench", device, "random")
         # RobustBench's composite models (Bai2023Improving_edm) move constants to CUDA in their
-        # constructor; on this CPU-only machine they stay on the CPU.
+        # constructor; without a GPU they stay on the CPU.
         with mock.patch.object(torch.Tensor, "cuda", lambda self, *a, **k: self):
             return robustbench.load(net.arch, net.dataset, "data/robustbench", "cpu", "random")
     if net.source == "dg":
@@ -157,20 +190,21 @@ def family(net: workload.Net, model: torch.nn.Module) -> str:
     return f"{name} {params:.1f}M, {net.shape[-1]}px{classes}"
 
 
-def inputs(net: workload.Net, batch: int):
+def inputs(net: workload.Net, batch: int, device: torch.device):
+    y = torch.randint(0, net.classes, (batch,), device=device)
     if net.source == "text":   # token ids of reviews `shape[0]` tokens long
-        return torch.randint(1000, 30_000, (batch, *net.shape)), torch.randint(0, net.classes, (batch,))
-    x = torch.rand(batch, *net.shape)
+        return torch.randint(1000, 30_000, (batch, *net.shape), device=device), y
+    x = torch.rand(batch, *net.shape, device=device)
     if net.source == "avgcase" and x.ndim == 4:
         x = x.contiguous(memory_format=torch.channels_last)  # as the average-case jobs feed it
-    return x, torch.randint(0, net.classes, (batch,))
+    return x, y
 
 
-def makers(net: workload.Net, model, config: dict) -> dict:
+def makers(net: workload.Net, model, device: torch.device) -> dict:
     """kind -> make(batch) for the passes a network can be timed on ("bwd" is timed as a forward
     plus a backward to the input: an attack step)."""
     def forward(b):
-        x, _ = inputs(net, b)
+        x, _ = inputs(net, b, device)
 
         @torch.no_grad()
         def run():
@@ -178,7 +212,7 @@ def makers(net: workload.Net, model, config: dict) -> dict:
         return run, b
 
     def step(b):
-        x, y = inputs(net, b)
+        x, y = inputs(net, b, device)
 
         def run():
             xr = x.clone().requires_grad_(True)
@@ -190,7 +224,7 @@ def makers(net: workload.Net, model, config: dict) -> dict:
         def make(b):
             from pabench.metrics.avgcase import estimators as est
 
-            x, _ = inputs(net, 1)
+            x, _ = inputs(net, 1, device)
             target = est.predict(model, x)[1]
             if estimator == "mc":
                 return (lambda: est.p_mc(model, x, SIGMA, b, target=target)), b
@@ -200,7 +234,7 @@ def makers(net: workload.Net, model, config: dict) -> dict:
     return {"fwd": forward, "attack_step": step, "mc": noisy("mc"), "mmse": noisy("mmse")}
 
 
-def trainer(net: workload.Net, kind: str, config: dict):
+def trainer(net: workload.Net, kind: str, config: dict, device: torch.device):
     """make(batch) for one optimiser step of a training kind ("train:<family>:<method>[:k]")."""
     _, what, method, *rest = kind.split(":")
     if what == "zoo":
@@ -226,11 +260,12 @@ def trainer(net: workload.Net, kind: str, config: dict):
 
         model = build_avg(net.arch, net.shape, net.classes).train()
         lam = 0.01 if method == "grad" else 0.0
+    model.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def make(b):
         b = max(4, b) * (2 if what == "dg" else 1)  # BatchNorm needs a few; DG: two environments
-        x, y = inputs(net, b)
+        x, y = inputs(net, b, device)
         if what == "avg":
             return (lambda: step(model, opt, x, y, lam)), b
 
@@ -287,9 +322,12 @@ def render_seconds(config: dict, size: int, n: int = 32) -> float:
     return seconds / (n * len(envs))
 
 
-def measure_all(works, config: dict) -> tuple[dict, dict, dict]:
-    """({(net, kind): (CPU s, FLOPs) per image}, {net: family}, {net: host CPU s per forward})
-    for every pass the works make; networks of one family are timed once."""
+def measure_all(works, config: dict, device: torch.device) -> tuple[dict, dict, dict]:
+    """({(net, kind): (s, FLOPs) per image}, {net: family}, {net: host CPU s per forward}) for
+    every pass the works make, networks on `device` (CPU jobs on the CPU); networks of one family
+    are timed once."""
+    gpu = device.type == "cuda"
+    unit = "GPU s/img" if gpu else "CPU s/img"
     needed = defaultdict(set)
     for w in works:
         needed[w.net].update(w.passes)
@@ -300,12 +338,12 @@ def measure_all(works, config: dict) -> tuple[dict, dict, dict]:
                 costs[(None, kind)] = ((corruption_seconds(config) if kind == "corrupt" else
                                         render_seconds(config, int(kind.split(":")[1]))), 0.0)
             continue
-        model = build(net, config).requires_grad_(False)
+        model = build(net, config, device).requires_grad_(False)
         families[net] = fam = family(net, model)
         host[net] = jpeg_seconds(config) if net.source == "jpeg_rs" else 0.0
         if host[net]:
             print(f"  {fam:48s} {'JPEG round trip (CPU)':24s} {host[net]:10.4g} CPU s/img")
-        make = makers(net, model, config)
+        make = makers(net, model, device)
 
         def cost(kind):
             """This family's (CPU s, FLOPs) per image for `kind`, measured on first use."""
@@ -313,20 +351,22 @@ def measure_all(works, config: dict) -> tuple[dict, dict, dict]:
             if key not in by_family:
                 start = time.perf_counter()
                 if kind.startswith("train:"):
-                    by_family[key] = measure(trainer(net, kind, config))
+                    by_family[key] = measure(trainer(net, kind, config, device), gpu)
                 elif kind == "bwd":  # an attack step minus its forward pass
-                    step, fwd = measure(make["attack_step"]), cost("fwd")
-                    by_family[key] = (max(step[0] - fwd[0], 0.0), step[1] - fwd[1])
+                    step, fwd = measure(make["attack_step"], gpu), cost("fwd")
+                    by_family[key] = (max(step[0] - fwd[0], 0.0), step[1] - fwd[1], step[2])
                 else:
-                    by_family[key] = measure(make[kind])
-                print(f"  {fam:48s} {kind:24s} {by_family[key][0]:10.4g} CPU s/img "
-                      f"{by_family[key][1] / 1e9:9.3f} GFLOP/img  "
+                    by_family[key] = measure(make[kind], gpu)
+                print(f"  {fam:48s} {kind:24s} {by_family[key][0]:10.4g} {unit} "
+                      f"{by_family[key][1] / 1e9:9.3f} GFLOP/img  batch {by_family[key][2]:4d}  "
                       f"({time.perf_counter() - start:.1f} s)", flush=True)
             return by_family[key]
 
         for kind in sorted(kinds):
             costs[(net, kind)] = cost(kind)
         del model
+        if gpu:
+            torch.cuda.empty_cache()
     return costs, families, host
 
 
@@ -345,14 +385,20 @@ def gpu_rate() -> float:
 
 
 # ------------------------------------------------------------------ totals and tables
-def price(works, costs, host, rate) -> list[dict]:
-    """Per work: CPU seconds (measured per pass here), FLOPs, GPU seconds (None: a CPU job)."""
+def price(works, costs, host, rate, measured_gpu: bool = False) -> list[dict]:
+    """Per work: CPU seconds (measured per pass here; None for a GPU job timed on the GPU), FLOPs,
+    GPU seconds (None: a CPU job) and the FLOP estimate of them; with `measured_gpu` the costs of
+    GPU jobs are GPU seconds measured per pass."""
     out = []
     for w in works:
-        cpu = sum(n * costs[(w.net, k)][0] for k, n in w.passes.items())
+        seconds = sum(n * costs[(w.net, k)][0] for k, n in w.passes.items())
         flops = sum(n * costs[(w.net, k)][1] for k, n in w.passes.items())
-        gpu = None if w.net is None else flops / rate + w.passes.get("fwd", 0) * host[w.net]
-        out.append({"work": w, "cpu_s": cpu, "flops": flops, "gpu_s": gpu})
+        jpeg = 0.0 if w.net is None else w.passes.get("fwd", 0) * host[w.net]
+        est = None if w.net is None else flops / rate + jpeg
+        # A forward timed on the GPU already holds the JPEG round trip (it runs inside it).
+        gpu = seconds if measured_gpu and w.net is not None else est
+        cpu = None if measured_gpu and w.net is not None else seconds
+        out.append({"work": w, "cpu_s": cpu, "flops": flops, "gpu_s": gpu, "gpu_est_s": est})
     return out
 
 
@@ -364,11 +410,11 @@ def grouped(priced, families) -> list[dict]:
         key = (w.experiment, fam, w.unit)
         r = rows.setdefault(key, {"experiment": w.experiment, "family": fam, "unit": w.unit,
                                   "units": 0.0, "cpu_s": 0.0, "flops": 0.0, "gpu_s": 0.0,
-                                  "models": set(), "jobs": set()})
+                                  "gpu_est_s": 0.0, "models": set(), "jobs": set()})
         r["units"] += w.units
-        r["cpu_s"] += p["cpu_s"]
         r["flops"] += p["flops"]
-        r["gpu_s"] = None if p["gpu_s"] is None else r["gpu_s"] + p["gpu_s"]
+        for k in ("cpu_s", "gpu_s", "gpu_est_s"):   # None: not measured (CPU job / GPU-timed)
+            r[k] = None if p[k] is None else r[k] + p[k]
         r["jobs"].add(w.job)
         if w.net is not None and w.net.source == "robustbench":
             r["models"].add(w.net.arch)
@@ -381,8 +427,30 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{x:,.0f}" if abs(x) >= 10 ** digits else f"{x:.{digits}g}"
 
 
-def print_experiment(name: str, rows: list[dict]) -> None:
+def per_hour(x):
+    return None if x is None else x / 3600
+
+
+def print_experiment(name: str, rows: list[dict], measured_gpu: bool = False) -> None:
     print(f"\n### {EXPERIMENTS[name]}\n")
+    if measured_gpu:
+        print("| network | unit | units | GPU s/unit | GPU-hours | GFLOP/unit | TFLOP/s achieved "
+              "| GPU-hours (FLOP est.) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in sorted(rows, key=lambda r: -(r["gpu_s"] if r["gpu_s"] is not None
+                                               else r["cpu_s"])):
+            models = f" ({', '.join(sorted(r['models']))})" if r["models"] else ""
+            if r["gpu_s"] is None:   # a CPU job: its CPU time, measured on one thread
+                print(f"| {r['family']} | {r['unit']} | {fmt(r['units'])} | "
+                      f"{fmt(r['cpu_s'] / r['units'])} CPU s | {fmt(r['cpu_s'] / 3600)} CPU-h "
+                      f"| - | - | - |")
+                continue
+            rate = r["flops"] / r["gpu_s"] / 1e12 if r["gpu_s"] else None
+            print(f"| {r['family']}{models} | {r['unit']} | {fmt(r['units'])} | "
+                  f"{fmt(r['gpu_s'] / r['units'])} | {fmt(r['gpu_s'] / 3600)} | "
+                  f"{fmt(r['flops'] / r['units'] / 1e9)} | {fmt(rate)} | "
+                  f"{fmt(per_hour(r['gpu_est_s']))} |")
+        return
     print("| network | unit | units | CPU s/unit | CPU-hours | GFLOP/unit | GPU-hours (est.) "
           "| speed-up (est.) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -399,18 +467,21 @@ def print_experiment(name: str, rows: list[dict]) -> None:
 def print_summary(priced, config) -> None:
     """Per experiment and for all: CPU-hours, GPU-hours, the longest GPU job and the wall time on
     N GPUs; then each GPU rule's longest job against the runtime it declares."""
+    measured = any(p["cpu_s"] is None for p in priced)   # GPU jobs timed on a GPU
+    how = "measured" if measured else "est."
     print("\n### Totals and wall time\n")
-    print("| experiment | GPU jobs | CPU-hours (GPU jobs) | CPU-hours (CPU jobs) | GPU-hours (est.) "
-          "| longest GPU job (est.) | " + " | ".join(f"wall, {n} GPU{'s' * (n > 1)}"
+    print("| experiment | GPU jobs | CPU-hours (GPU jobs) | CPU-hours (CPU jobs) | GPU-hours "
+          f"({how}) | longest GPU job ({how}) | " + " | ".join(f"wall, {n} GPU{'s' * (n > 1)}"
                                                      for n in GPU_COUNTS) + " |")
     print("| --- | ---: | ---: | ---: | ---: | --- | " + " | ".join("---:" for _ in GPU_COUNTS) + " |")
     for name in [*EXPERIMENTS, None]:
         part = [p for p in priced if p["work"].experiment == name
                 or name is None and p["work"].experiment != WHAT_IF]
-        if not part:
-            continue
         gpu = workload.job_totals((p["work"].job, p["gpu_s"]) for p in part if p["gpu_s"] is not None)
-        cpu_gpu_jobs = sum(p["cpu_s"] for p in part if p["gpu_s"] is not None) / 3600
+        if not gpu:
+            continue
+        cpu_gpu_jobs = (None if measured else
+                        sum(p["cpu_s"] for p in part if p["gpu_s"] is not None) / 3600)
         cpu_jobs = sum(p["cpu_s"] for p in part if p["gpu_s"] is None) / 3600
         longest = max(gpu, key=gpu.get)
         walls = " | ".join(hours(workload.makespan(gpu.values(), n)) for n in GPU_COUNTS)
@@ -420,7 +491,8 @@ def print_summary(priced, config) -> None:
     gpu = workload.job_totals((p["work"].job, p["gpu_s"]) for p in priced
                               if p["gpu_s"] is not None and p["work"].experiment != WHAT_IF)
     print("\n### Longest job of each GPU rule against its declared runtime (resources.yaml)\n")
-    print("| rule | jobs | longest job | GPU time (est.) | declared runtime |")
+    print(f"| rule | jobs | longest job | GPU time ({how}) "
+          "| declared runtime |")
     print("| --- | ---: | --- | ---: | ---: |")
     by_rule = defaultdict(dict)
     for job, s in gpu.items():
@@ -443,12 +515,16 @@ def write_csv(path, rows) -> None:
     with open(path, "w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(["experiment", "network", "models", "unit", "units", "cpu_s_per_unit",
-                      "cpu_hours", "gflop_per_unit", "gpu_hours_est", "jobs"])
+                      "cpu_hours", "gflop_per_unit", "gpu_s_per_unit", "gpu_hours",
+                      "gpu_hours_est", "jobs"])
+        blank = lambda x, f: "" if x is None else f(x)  # noqa: E731
         for r in rows:
             out.writerow([r["experiment"], r["family"], " ".join(sorted(r["models"])), r["unit"],
-                          r["units"], r["cpu_s"] / r["units"], r["cpu_s"] / 3600,
-                          r["flops"] / r["units"] / 1e9,
-                          "" if r["gpu_s"] is None else r["gpu_s"] / 3600, len(r["jobs"])])
+                          r["units"], blank(r["cpu_s"], lambda x: x / r["units"]),
+                          blank(r["cpu_s"], per_hour), r["flops"] / r["units"] / 1e9,
+                          blank(r["gpu_s"], lambda x: x / r["units"]),
+                          blank(r["gpu_s"], per_hour), blank(r["gpu_est_s"], per_hour),
+                          len(r["jobs"])])
 
 
 def imagenet_what_if(config: dict) -> list:
@@ -466,7 +542,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configfile", nargs="+", default=["workflow/config/paper.yaml"])
     ap.add_argument("--csv", help="write the per-network table here")
+    ap.add_argument("--device", default="cpu", help="cpu (one thread, process CPU time) or cuda "
+                    "(the GPU jobs' passes timed on the GPU)")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    measured_gpu = device.type == "cuda"
     torch.set_num_threads(1)
     torch.manual_seed(0)
     config = load(["config.yaml", *args.configfile])
@@ -475,20 +555,22 @@ def main():
         cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"torch {torch.__version__}, 1 thread; config {' + '.join(args.configfile)}")
+    if measured_gpu:
+        print(f"GPU: {torch.cuda.get_device_name(device)}, GPU jobs' passes timed there")
     works = workload.work(config) + imagenet_what_if(config)
     rate = gpu_rate()
     print(f"{len(works)} counted parts of {len({w.job for w in works})} jobs; assumed sustained "
           f"H100 rate {rate / 1e12:.1f} TFLOP/s\n")
     start = time.perf_counter()
-    costs, families, host = measure_all(works, config)
+    costs, families, host = measure_all(works, config, device)
     print(f"measured in {time.perf_counter() - start:.0f} s (load average now "
           f"{os.getloadavg()[0]:.1f})")
-    priced = price(works, costs, host, rate)
+    priced = price(works, costs, host, rate, measured_gpu)
     rows = grouped(priced, families)
     for name in EXPERIMENTS:
         part = [r for r in rows if r["experiment"] == name]
         if part:
-            print_experiment(name, part)
+            print_experiment(name, part, measured_gpu)
     print_summary(priced, config)
     if args.csv:
         write_csv(args.csv, rows)

@@ -2,6 +2,12 @@
 point of AutoAttack) and gradient evaluations (target: at least 5x fewer), both counted by the
 same hook on the model, so the ratio does not depend on the machine's load.
 
+MM5 runs twice: as the reference runs it (every point for all 20 iterations of each target run),
+and as the workflow runs it (`early_stop=True`: a point leaves its run at its first misclassified
+iterate).  Their robust flags must be equal (checked); the target is judged on the workflow's.
+On an undefended model, where AutoAttack's first APGD run breaks every point, the reference
+behaviour cannot reach 5x: 100 against 21 passes per point is 4.8x at best.
+
     python benchmarks/bench_mm5.py [--n 100] [--device auto] [--models st pgd trades fgsm]
 
 The models are trained here as the OODRobustBench quick-scale zoo trains them (smallcnn8 on 2,000
@@ -42,9 +48,9 @@ def main() -> None:
     print(f"# MM5 vs AutoAttack (standard, defaults {AA_DEFAULTS}), L-inf eps {args.eps}, "
           f"{args.n} images; {device} ({platform.processor() or platform.machine()})")
     print("| model | clean % | AA % | MM5 % | MM5 - AA (points) | AA grad evals | MM5 grad evals "
-          "| ratio | AA s | MM5 s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    gaps, ratios = [], []
+          "(reference) | ratio | MM5 grad evals (early stop) | ratio | AA s | MM5 s (early stop) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    gaps, ratios, ref_ratios = [], [], []
     for name in args.models:
         s = ZooSettings(METHODS[name], arch="smallcnn8", epochs=3, lr=0.003, eps=args.eps,
                         pgd_steps=2, eps_warmup=1.0, device=str(device))
@@ -52,24 +58,31 @@ def main() -> None:
         with torch.no_grad():
             clean = (net(x).argmax(1) == y).float().mean().item()
         results = {}
-        for attack in ("aa", "mm5"):
+        for attack in ("aa", "mm5", "mm5-early"):
             counter, start = _Counter(net), time.perf_counter()
             if attack == "aa":
                 robust = autoattack(net, x, y, args.eps, AA_DEFAULTS, device)
             else:
-                robust = mm_attack(net, x, y, args.eps, "Linf", 5, 20, batch_size=1000).robust
+                robust = mm_attack(net, x, y, args.eps, "Linf", 5, 20, batch_size=1000,
+                                   early_stop=attack == "mm5-early").robust
             counter.close()
-            results[attack] = (robust.float().mean().item(), counter.grad, time.perf_counter() - start)
-        (aa, aa_g, aa_s), (mm, mm_g, mm_s) = results["aa"], results["mm5"]
+            results[attack] = (robust, counter.grad, time.perf_counter() - start)
+        (aa, aa_g, aa_s), (mm, ref_g, _), (early, mm_g, mm_s) = results.values()
+        if not torch.equal(mm, early):
+            raise SystemExit(f"{name}: MM5 with early_stop found other robust points")
+        aa, mm = aa.float().mean().item(), mm.float().mean().item()
         gaps.append(100 * (mm - aa))
         ratios.append(aa_g / max(mm_g, 1))
+        ref_ratios.append(aa_g / max(ref_g, 1))
         print(f"| {name} | {100 * clean:.1f} | {100 * aa:.1f} | {100 * mm:.1f} | {gaps[-1]:+.1f} | "
-              f"{aa_g} | {mm_g} | {ratios[-1]:.1f}x | {aa_s:.1f} | {mm_s:.1f} |", flush=True)
+              f"{aa_g} | {ref_g} | {ref_ratios[-1]:.1f}x | {mm_g} | {ratios[-1]:.1f}x | {aa_s:.1f} "
+              f"| {mm_s:.1f} |", flush=True)
     mean_gap = sum(gaps) / len(gaps)
     print(f"\nmean MM5 - AA: {mean_gap:+.2f} points (target within 1: "
           f"{'met' if abs(mean_gap) <= 1 + 1e-9 else 'NOT met'}); worst {max(gaps, key=abs):+.1f}; "
-          f"gradient evaluations AA / MM5: {min(ratios):.1f}x to {max(ratios):.1f}x (target >= 5x: "
-          f"{'met' if min(ratios) >= 5 else 'NOT met'})")
+          f"gradient evaluations AA / MM5 as the workflow runs it (early stop): {min(ratios):.1f}x "
+          f"to {max(ratios):.1f}x (target >= 5x: {'met' if min(ratios) >= 5 else 'NOT met'}); "
+          f"as the reference runs it: {min(ref_ratios):.1f}x to {max(ref_ratios):.1f}x")
 
 
 if __name__ == "__main__":

@@ -183,3 +183,17 @@ def test_cli_prints_means_and_writes_every_point(tmp_path, capsys):
     assert cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "1",
                      "--estimators", "magic"]) == 2
     assert "unknown estimator 'magic'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_linear_weights_leave_a_cuda_model_where_it_is():
+    """The exact linear answer reads W and b without moving the model: it once moved it to the
+    CPU inside inference mode, and the MMSE linearisation after it failed on the GPU (seen in
+    the rehearsal on an H200)."""
+    model, x = linear_model()
+    want = exact(model, x, 0.2)
+    model, x = model.cuda(), x.cuda()
+    weight, _ = est.linear_weights(model, x)
+    assert torch.equal(weight, model[1].weight.detach().cpu())
+    assert all(p.device.type == "cuda" and not p.is_inference() for p in model.parameters())
+    assert np.abs(est.p_mmse(model, x, 0.2, 500, seed=0) - want).max() < 0.05

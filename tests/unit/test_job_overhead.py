@@ -1,15 +1,12 @@
 """Per-job overhead: a job hands its W&B run to the workflow's run server and never imports wandb
 itself; the run it leaves is the one an in-process run leaves (read back the same), its warnings
-still reach the job's log, and the server never outlives the Snakemake process it serves."""
-import json
+still reach the job's log, and the server never outlives the Snakemake process it serves.  The same
+through a real Snakemake run: tests/workflow/test_run_server.py."""
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -157,51 +154,6 @@ def test_a_job_process_imports_neither_wandb_nor_torch():
            "'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-@pytest.mark.parametrize("early", [False, True], ids=["started-by-a-job", "start_server"])
-def test_a_snakemake_job_uses_the_server(tmp_path, early):
-    """End to end: a `script:` rule inside job(); its process never imports wandb and its run is
-    complete when Snakemake ends; the server is started by the first job, or by the Snakefile."""
-    snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
-    if snakemake is None:
-        pytest.skip("snakemake is not installed")
-    (tmp_path / "Snakefile").write_text(textwrap.dedent("""
-        config["wandb"] = {"mode": "offline", "dir": "data/wandb"}
-        config["scale"] = "test"
-        if EARLY:
-            from pabench import tracking
-            tracking.start_server(config)
-        rule all:
-            input: "a.json", "b.json"
-        rule one:
-            output: "{name}.json"
-            params: experiment="overhead"
-            log: "logs/{name}.log"
-            script: "job.py"
-        """).replace("EARLY", str(early)))
-    (tmp_path / "job.py").write_text(textwrap.dedent("""
-        import json, sys
-        from pabench.workflow import job
-        with job(snakemake) as run:
-            run.log({"x": 1.0})
-            json.dump({"wandb": "wandb" in sys.modules, "tracker": type(run).__name__},
-                      open(snakemake.output[0], "w"))
-        """))
-    src = str(Path(tracking.__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
-    env.pop(tracking.SERVER_ENV, None)
-    proc = subprocess.run([snakemake, "--cores", "2"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in ("a", "b"):
-        assert json.loads((tmp_path / f"{name}.json").read_text()) == {
-            "wandb": False, "tracker": "RemoteTracker"}
-    runs = offline_runs(tmp_path / "data" / "wandb")
-    assert sorted(r["name"] for r in runs) == ["one-name=a", "one-name=b"]
-    assert all(r["job_type"] == "one" and r["group"] == "overhead" and r["metrics"] == {"x": 1.0}
-               and [a["name"] for a in r["artifacts"]] == [r["name"][9:] + ".json"]
-               for r in runs)
 
 
 def test_a_server_that_fails_before_taking_the_run_leaves_it_to_the_job(tmp_path, owner, caplog):

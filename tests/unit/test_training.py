@@ -50,7 +50,29 @@ def test_lisa_mixes_only_the_intended_pairs(mix):
         assert m.x.shape == (22, 3, 8, 8)
         if m.same_label:  # soft labels of same-label pairs stay one-hot
             assert torch.all(m.y.max(1).values == 1)
+        for k, ((e1, i1), (e2, i2)) in enumerate(zip(m.first.tolist(), m.second.tolist())):
+            x1, x2 = xs[e1][i1], xs[e2][i2]   # each image is made of its own pair
+            if mix == "cutmix":
+                assert torch.all((m.x[k] == x1) | (m.x[k] == x2))
+            elif not m.same_label:            # lambda read back from the soft label
+                lam = m.y[k, ys[e1][i1]]
+                assert torch.allclose(m.x[k], lam * x1 + (1 - lam) * x2, atol=1e-6)
     assert kinds == {True, False}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("mix", ["mixup", "cutmix"])
+def test_lisa_mixes_on_the_gpu_like_on_the_cpu(mix):
+    """The batches stay on the GPU (no copy to the host) and give the CPU's pairs and images."""
+    xs = [torch.rand(12, 3, 8, 8), torch.rand(10, 3, 8, 8)]
+    ys = [torch.randint(0, 3, (12,)), torch.randint(0, 3, (10,))]
+    cpu = lisa_mix(xs, ys, 3, torch.Generator().manual_seed(1), mix=mix)
+    gpu = lisa_mix([x.cuda() for x in xs], [y.cuda() for y in ys], 3,
+                   torch.Generator().manual_seed(1), mix=mix)
+    assert gpu.x.is_cuda and gpu.y.is_cuda
+    assert torch.equal(cpu.first, gpu.first) and torch.equal(cpu.second, gpu.second)
+    torch.testing.assert_close(gpu.x.cpu(), cpu.x)
+    torch.testing.assert_close(gpu.y.cpu(), cpu.y)
 
 
 def test_checkpoint_selection_from_a_known_history():

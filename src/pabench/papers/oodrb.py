@@ -60,8 +60,8 @@ ENTRIES = (
           claims=("oodrb-higher-id-more-degradation",)),
     Entry(P, "fig1", f"{FIGURES}:fig1", "oodrb",
           "Figure 1: ID robustness against OOD robustness per shift family (corruptions, natural "
-          "shifts, L-p threats, non-L-p threats), one marker per model, the fitted line (" + FIT_NOTE
-          + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
+          "shifts, L-p threats, non-L-p threats), one marker per model (hollow: not in the fit), the "
+          "fitted line (" + FIT_NOTE + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-linear-dataset-shift",)),
     Entry(P, "fig2", f"{FIGURES}:fig2", "oodrb",
           "Figure 2: degradation (ID - OOD) of accuracy and robustness per shift over the AT "

@@ -245,10 +245,9 @@ def _validate(model, pair, labels, device):
 
 def _loss(settings, model, xs, ys, num_classes, epoch, gen):
     if settings.algorithm == "lisa":
-        mixed = lisa_mix([x.cpu() for x in xs], [y.cpu() for y in ys], num_classes, gen,
-                         settings.lisa_alpha, settings.lisa_p_same_label, settings.lisa_mix)
-        device = xs[0].device
-        return soft_cross_entropy(model(mixed.x.to(device)), mixed.y.to(device))
+        mixed = lisa_mix(xs, ys, num_classes, gen, settings.lisa_alpha, settings.lisa_p_same_label,
+                         settings.lisa_mix)
+        return soft_cross_entropy(model(mixed.x), mixed.y)
     logits = model(torch.cat(xs)).split([len(x) for x in xs])
     risks = [F.cross_entropy(lg, y) for lg, y in zip(logits, ys)]
     loss = torch.stack(risks).mean()

@@ -38,12 +38,20 @@ def _methods(frame: pd.DataFrame) -> list[str]:
     return known + [m for m in dict.fromkeys(frame.method) if m not in METHOD_STYLE]
 
 
-def _scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool) -> None:
+def _scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool,
+                     fitted: pd.Series | None = None) -> None:
+    """One marker style per training method; with `fitted` (a mask over `frame`), the models the
+    line was not fitted on are drawn hollow."""
     for k, method in enumerate(_methods(frame)):
-        d = frame[frame.method == method]
+        mine = frame.method == method
         color, marker = _style(method, k)
-        ax.scatter(d[x], d[y], s=16, color=color, marker=marker, alpha=0.85,
-                   label=METHOD_LABEL.get(method, method) if legend else None)
+        label = METHOD_LABEL.get(method, method) if legend else None
+        for filled in (True, False):
+            d = frame[mine & ((fitted if fitted is not None else True) == filled)]
+            if filled or len(d):
+                ax.scatter(d[x], d[y], s=16, marker=marker, alpha=0.85, label=label,
+                           color=color if filled else "none", edgecolors=color, linewidths=0.8)
+                label = None
 
 
 def _square_limits(ax, values) -> tuple[float, float]:
@@ -112,9 +120,10 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
         lo, hi = _square_limits(ax, pd.concat([d.id_rob, d.ood_rob]))
         ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
         _line(ax, line, lo, hi, label="fit (AT models)")
-        _scatter_methods(ax, d, "id_rob", "ood_rob", legend=True)
+        _scatter_methods(ax, d, "id_rob", "ood_rob", legend=True, fitted=d.model.isin(kept))
         shown = ", ".join(A.label(n) for n in names) if len(names) <= 4 else f"{len(names)} shifts"
-        ax.set_title(f"{title}\n{shown}; R^2 = {_r2(line['r2'])} (n = {line['n']})", fontsize=7)
+        ax.set_title(f"{title}\n{shown}; R^2 = {_r2(line['r2'])} (n = {line['n']}; hollow: not "
+                     "fitted)", fontsize=7)
         ax.set(xlabel="ID robustness (%)", aspect="equal")
         rows.append(d.assign(panel=title, shifts=";".join(names), in_fit=d.model.isin(kept),
                              slope=line["slope"], intercept=line["intercept"], r2=line["r2"],

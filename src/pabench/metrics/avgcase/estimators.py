@@ -322,9 +322,12 @@ def linear_weights(model, x) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError("the 'linear' estimator needs a linear model (one weight matrix and one "
                          f"bias); this model has parameters of shapes {shapes}")
     weight, bias = params
-    x = torch.as_tensor(x).cpu()
+    x = torch.as_tensor(x)
+    # The model stays where it is: moving it inside inference mode would leave it on the CPU
+    # with inference-tensor weights, which autograd (Taylor, MMSE) then refuses.
     with torch.inference_mode():
-        got = model.cpu()(x).double()
+        got = model(x.to(_device(model))).double().cpu()
+    x = x.cpu()
     want = x.reshape(len(x), -1).double() @ weight.double().T + bias.double()
     if not torch.allclose(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()) + 1e-6):
         raise ValueError("the 'linear' estimator needs f(x) = W x + b; this model's outputs differ")
