@@ -58,9 +58,9 @@ MIN_CPU_S = 0.3              # time each pass at least this long (after one coun
 TARGET_FLOPS = 1e10          # images per call: about this many FLOPs (1 to MAX_BATCH images)
 MAX_BATCH = 256
 # On a GPU: batches large enough to fill it (up to MAX_GPU_BATCH).  The first H200 run used 2e12,
-# which timed passes of over 100 GFLOP per image (RobustBench's largest networks, the 100-class
-# MMSE copy with its 99 backward passes) on batches of 8-18 images at 9-50 TFLOP/s, against
-# 120-150 for the WRN-28-10s at batches near 80: their GPU-hours were upper bounds.
+# which timed the attack steps of 155-242 GFLOP per image (Bai2023's composite model, WRN-106-16,
+# WRN-A4, WRN-70-16) on batches of 8-12 images and the 100-class MMSE copy (99 backward passes)
+# on 18, at 9-97 TFLOP/s against 120-145 for the WRN-28-10s: their GPU-hours were upper bounds.
 TARGET_GPU_FLOPS = 2e13
 MAX_GPU_BATCH = 1024
 MIN_GPU_S = 0.2
@@ -105,11 +105,11 @@ def gpu_seconds(fn) -> float:
 
 
 def measure(make, gpu: bool = False) -> tuple[float, float, int]:
-    """(seconds, FLOPs, images per timed call) per image of `make(batch) -> (call, images per
-    call)`: one call on one
-    image counts the FLOPs (and warms up), then calls at a batch of about TARGET_FLOPS are timed
-    for at least MIN_CPU_S of process CPU time; on a GPU (`gpu`) batches of about
-    TARGET_GPU_FLOPS, warmed up twice (cuDNN picks its algorithms), for MIN_GPU_S of wall time."""
+    """(seconds and FLOPs per image, images per timed call) of `make(batch) -> (call, images per
+    call)`: one call on one image counts the FLOPs (and warms up), then calls at a batch of about
+    TARGET_FLOPS are timed for at least MIN_CPU_S of process CPU time; on a GPU (`gpu`) batches
+    of about TARGET_GPU_FLOPS, warmed up twice (cuDNN picks its algorithms), for MIN_GPU_S of
+    wall time."""
     call, images = make(1)
     with FlopCount() as counter:
         call()
