@@ -163,6 +163,22 @@ def compare_within(a: pd.DataFrame, b: pd.DataFrame, rel: str, cols: list[str], 
                                 f"{why} ({rule.describe()})")
 
 
+def match_rows(a: pd.DataFrame, b: pd.DataFrame, rel: str, rep: Report) -> pd.DataFrame:
+    """b's rows in a's order, matched on the columns that hold text only (e.g. model, method),
+    where together they name every row once and the same rows in both runs; otherwise b as it is
+    (rows compared by position).  Tables sorted by a measured value (a rank, an accuracy) list
+    their rows in another order when a value moves within its tolerance."""
+    keys = [c for c in a.columns if c in b.columns
+            and all(_float(v) is None for v in a[c]) and all(_float(v) is None for v in b[c])]
+    if not keys:
+        return b
+    ka, kb = (t[keys].agg("\x1f".join, axis=1) for t in (a, b))
+    if not (ka.is_unique and kb.is_unique) or set(ka) != set(kb) or list(ka) == list(kb):
+        return b
+    rep.notes.append(f"{rel}: rows matched by {', '.join(keys)} (their order differs)")
+    return b.set_index(pd.Index(kb)).loc[list(ka)].reset_index(drop=True)
+
+
 def compare_csv(before: Path, after: Path, rel: str, rep: Report,
                 tol: Tolerances | None = None, timings: bool = False) -> None:
     try:
@@ -185,7 +201,7 @@ def compare_csv(before: Path, after: Path, rel: str, rep: Report,
         return
     rep.rows += len(a)
     if tol is not None:
-        compare_within(a, b, rel, [c for c in ca if c in cb], tol, rep)
+        compare_within(a, match_rows(a, b, rel, rep), rel, [c for c in ca if c in cb], tol, rep)
         return
     for col in [c for c in ca if c in cb]:
         if not timings and is_timing(col):

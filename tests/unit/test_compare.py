@@ -304,3 +304,31 @@ def test_shipped_tolerances():
     assert rule("figures/oodrb/pa_correlation.csv", "p") == "exact (no rule)"   # a p-value
     assert rule("data/results/oodrb/history.csv", "trades_beta") == "exact (no rule)"
     assert tol.ignore_claims == {"avg-analytical-faster"}
+
+
+def test_rows_in_another_order_are_matched_by_their_text_columns(runs, tol, capsys):
+    """A table sorted by a measured value lists its rows in another order when a value moves
+    within its tolerance: with tolerances the rows are paired by their text columns."""
+    table = pd.DataFrame({"model": ["a", "b", "c"], "acc": [0.9, 0.8, 0.7]})
+    table.to_csv(runs[0] / "figures" / "pa" / "ranked.csv", index=False)
+    table.iloc[[1, 0, 2]].assign(acc=[0.8, 0.905, 0.7]).to_csv(
+        runs[1] / "figures" / "pa" / "ranked.csv", index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 0
+    out = capsys.readouterr().out
+    assert "figures/pa/ranked.csv: rows matched by model (their order differs)" in out
+    assert compare(runs) == 1                        # exact mode still compares by position
+    capsys.readouterr()
+    # Outside a limit after matching: the row is named by its own key.
+    table.iloc[[1, 0, 2]].assign(acc=[0.8, 0.95, 0.7]).to_csv(
+        runs[1] / "figures" / "pa" / "ranked.csv", index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 1
+    assert "ranked.csv row 0 (model=a): column 'acc': 0.9 vs 0.95" in capsys.readouterr().out
+
+
+def test_rows_without_a_unique_text_key_stay_by_position(runs, tol, capsys):
+    # TABLE's model column names irm twice: no key, so row 1 and row 2 are compared in place.
+    TABLE.iloc[[0, 2, 1]].to_csv(runs[1] / "figures" / "pa" / "table1.csv", index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 1
+    out = capsys.readouterr().out
+    assert "rows matched" not in out
+    assert "table1.csv row 1 (model=irm): column 'pa': '' vs -1.5" in out
