@@ -325,6 +325,13 @@ def test_rows_in_another_order_are_matched_by_their_text_columns(runs, tol, caps
     assert "ranked.csv row 0 (model=a): column 'acc': 0.9 vs 0.95" in capsys.readouterr().out
 
 
+def test_an_empty_table_compares_with_tolerances(runs, tol, capsys):
+    for run in runs:
+        pd.DataFrame(columns=["model", "acc"]).to_csv(run / "figures" / "pa" / "empty.csv",
+                                                      index=False)
+    assert compare(runs, "--tolerances", str(tol)) == 0
+
+
 def test_rows_without_a_unique_text_key_stay_by_position(runs, tol, capsys):
     # TABLE's model column names irm twice: no key, so row 1 and row 2 are compared in place.
     TABLE.iloc[[0, 2, 1]].to_csv(runs[1] / "figures" / "pa" / "table1.csv", index=False)
