@@ -40,8 +40,7 @@ class Mixed:
     same_label: bool  # LISA-D (True) or LISA-L (False)
 
 
-def _partners(keys_env: list[torch.Tensor], labels: list[torch.Tensor], same_label: bool,
-              gen: torch.Generator):
+def _partners(labels: list[torch.Tensor], same_label: bool, gen: torch.Generator):
     """For every sample, a random partner: same label in another environment (LISA-D), or a
     different label in the same environment (LISA-L); samples without one keep themselves."""
     first, second = [], []
@@ -69,7 +68,7 @@ def lisa_mix(xs: list[torch.Tensor], ys: list[torch.Tensor], num_classes: int, g
         raise ValueError(f"unknown LISA mix {mix!r}; choose mixup or cutmix")
     same_label = bool(torch.rand((), generator=gen) < p_same_label)
     labels = [y.cpu() for y in ys]
-    first, second = _partners(xs, labels, same_label, gen)
+    first, second = _partners(labels, same_label, gen)
     start = torch.tensor([0] + [len(y) for y in labels]).cumsum(0)   # environment offsets
     device = xs[0].device
     rows1 = (start[first[:, 0]] + first[:, 1]).to(device)

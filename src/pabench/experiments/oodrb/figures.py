@@ -42,12 +42,14 @@ def _scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool,
                      fitted: pd.Series | None = None) -> None:
     """One marker style per training method; with `fitted` (a mask over `frame`), the models the
     line was not fitted on are drawn hollow."""
+    if fitted is None:
+        fitted = pd.Series(True, index=frame.index)
     for k, method in enumerate(_methods(frame)):
         mine = frame.method == method
         color, marker = _style(method, k)
         label = METHOD_LABEL.get(method, method) if legend else None
         for filled in (True, False):
-            d = frame[mine & ((fitted if fitted is not None else True) == filled)]
+            d = frame[mine & (fitted == filled)]
             if filled or len(d):
                 ax.scatter(d[x], d[y], s=16, marker=marker, alpha=0.85, label=label,
                            color=color if filled else "none", edgecolors=color, linewidths=0.8)
