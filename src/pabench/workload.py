@@ -254,10 +254,14 @@ def average_case(config: dict) -> list[Work]:
             run = f"{ref}/{seed}"
             out += _avg_training(f"avg_train {run}", net, "grad" if m.lam > 0 else "plain",
                                  s["train"], s["train"]["epochs"], n_train, n_test)
-            out += _estimators(f"avg_estimates {run}", net,
-                               mc=sigmas * points * s["mc"]["n"],
-                               mmse=points * (sigmas * s["mmse"]["n"] + 1),  # + Taylor at x
-                               fwd=2 * points)
+            # every sigma in one job, or (split_sigmas) each in its own, which also computes
+            # the sigma-independent Taylor at x and softmax
+            parts = ([(f"avg_estimates_sigma {run}/{k}", 1) for k in range(sigmas)]
+                     if avg.split_sigmas(config) else [(f"avg_estimates {run}", sigmas)])
+            for job, k in parts:
+                out += _estimators(job, net, mc=k * points * s["mc"]["n"],
+                                   mmse=points * (k * s["mmse"]["n"] + 1),  # + Taylor at x
+                                   fwd=2 * points)
             if ref == s["case_study"]["model"]:
                 out += _case_study(f"avg_case_study {run}", net, s, n_test)
         first = f"{ref}/{seeds[0]}"

@@ -197,3 +197,34 @@ def test_linear_weights_leave_a_cuda_model_where_it_is():
     assert torch.equal(weight, model[1].weight.detach().cpu())
     assert all(p.device.type == "cuda" and not p.is_inference() for p in model.parameters())
     assert np.abs(est.p_mmse(model, x, 0.2, 500, seed=0) - want).max() < 0.05
+
+
+@pytest.mark.parametrize("arch", ["linear", "cnn"])
+def test_one_job_per_sigma_stacks_to_the_rows_of_one_job(arch):
+    """avgcase.split_sigmas: sigma number k draws with seed + k wherever it is computed, so the
+    per-sigma tables stacked in order equal the table of all sigmas at once."""
+    import pandas as pd
+
+    from pabench.core.paths import AvgModel
+    from pabench.experiments.avgcase import compute
+    from pabench.experiments.avgcase.training import build
+
+    torch.manual_seed(0)
+    model = build(arch, (1, 8, 8), 3).eval()
+    images = np.random.default_rng(0).integers(0, 256, (12, 1, 8, 8), dtype=np.uint8)
+    labels = np.arange(12) % 3
+    settings = {"mc": {"n": 64, "adaptive": True, "confidence": 0.99}, "mmse": {"n": 3},
+                "softmax": {"temperature": 1.0}}
+    m, sigmas = AvgModel("toy", arch, 0.0, 4), (0.1, 0.3, 0.6)
+
+    def run(sigmas_, first=0):
+        return compute.estimates(model, m, images, labels, sigmas_, settings, "cpu", seed=4,
+                                 first=first)
+
+    whole = run(sigmas)
+    split = pd.concat([run(sigmas[k:k + 1], first=k) for k in range(len(sigmas))],
+                      ignore_index=True)
+    pd.testing.assert_frame_equal(split, whole)
+    assert set(whole.estimator) >= {"mc", "mmse", "taylor", "softmax"}
+    # numbered from 0 instead, the later sigmas would draw other noise
+    assert not run(sigmas[2:]).equals(whole[whole.sigma == sigmas[2]].reset_index(drop=True))

@@ -88,15 +88,21 @@ def test_lazy_regularisation_penalises_one_step_in_k():
 
 def test_mc_samples_are_sigmas_times_points_times_n():
     s = PAPER["avgcase"]
-    one = sum(w.units for w in workload.work(PAPER)
-              if w.job == f"avg_estimates {s['main']}/0" and w.unit == "MC sample")
-    assert one == len(s["sigmas"]) * s["n_points"] * s["mc"]["n"] == 7 * 10_000 * 10_000
+    per_sigma = [w.units for w in workload.work(PAPER)      # split_sigmas: a job per sigma
+                 if w.job.startswith(f"avg_estimates_sigma {s['main']}/0/") and w.unit == "MC sample"]
+    assert per_sigma == [s["n_points"] * s["mc"]["n"]] * len(s["sigmas"])
+    unsplit = changed(avgcase__split_sigmas=False)
+    one = [w.units for w in workload.work(unsplit)
+           if w.job == f"avg_estimates {s['main']}/0" and w.unit == "MC sample"]
+    assert one == [sum(per_sigma)] == [7 * 10_000 * 10_000]
+    assert not any(w.job.startswith("avg_estimates_sigma") for w in workload.work(unsplit))
     half = changed(avgcase__mc={**s["mc"], "n": s["mc"]["n"] // 2})
     assert (units(half, "avgcase", "MC sample", "avg_estimates")
             == units(PAPER, "avgcase", "MC sample", "avg_estimates") / 2)
     cifar100 = [w for w in workload.work(PAPER)
-                if w.job.startswith("avg_estimates cifar100/") and w.unit == "MMSE copy"]
-    assert len(cifar100) == len(s["train"]["seeds"]) and all(w.net.classes == 100 for w in cifar100)
+                if w.job.startswith("avg_estimates_sigma cifar100/") and w.unit == "MMSE copy"]
+    assert len(cifar100) == len(s["train"]["seeds"]) * len(s["sigmas"])
+    assert all(w.net.classes == 100 for w in cifar100)
 
 
 def test_corruptions_are_generated_unless_the_published_files_are_given():
@@ -151,7 +157,8 @@ def test_every_gpu_rule_is_counted():
     not_counted = {"pa_fig11"}     # PCA of 128 validation images' features: seconds
     gpu_rules = {rule for rule, r in yaml.safe_load((REPO / "workflow/resources.yaml").read_text())
                  ["paper"].items() if r.get("gpu")}
-    counted = {w.rule for config in (PAPER, scale_config()) for w in workload.work(config)}
+    counted = {w.rule for config in (PAPER, changed(avgcase__split_sigmas=False), scale_config())
+               for w in workload.work(config)}
     assert gpu_rules - counted == not_counted
 
 

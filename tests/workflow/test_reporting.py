@@ -115,6 +115,20 @@ def test_one_algorithm_change_reruns_only_its_branch(finished):
                                     "pa_fig08", "claims", "timings"}
 
 
+def test_per_sigma_jobs_stack_to_the_bytes_of_one_job(finished):
+    """The test scale runs the estimates one job per sigma (avgcase.split_sigmas, as the paper
+    scale); one job for every sigma, run by Snakemake on the same model, writes the same file."""
+    rel = "data/avgcase/estimates/mnist/linear-lam0-s0.csv"
+    stacked = (finished / rel).read_bytes()
+    overlay = finished / "unsplit.yaml"
+    overlay.write_text("avgcase:\n  split_sigmas: false\n")
+    args = (*TEST, str(overlay), "--forcerun", "avg_estimates", "--until", "avg_estimates", rel)
+    assert {r for r, _ in planned(finished, *args)} == {"avg_estimates"}
+    run_snakemake(finished, "--cores", "2", *args)
+    assert (finished / rel).read_bytes() == stacked
+    assert len(pd.read_csv(finished / rel).sigma.unique()) == len(scale_config()["avgcase"]["sigmas"])
+
+
 def test_a_new_seed_runs_only_its_own_jobs(finished):
     """Seeds are separate jobs: adding one trains, attacks and evaluates only the new seed, and
     rebuilds what stacks the seeds; nothing of the seeds already run is redone."""
@@ -123,9 +137,10 @@ def test_a_new_seed_runs_only_its_own_jobs(finished):
                        "avgcase:\n  train: {epochs: 1, seeds: [0, 2]}\n")
     jobs = planned(finished, *TEST, str(overlay))
     per_seed = [(r, wc) for r, wc in jobs if r in ("adv_train", "adv_attack", "adv_score", "avg_train",
-                                                  "avg_estimates", "avg_case_study")]
+                                                  "avg_estimates", "avg_estimates_sigma",
+                                                  "avg_case_study")]
     assert {r for r, _ in per_seed} == {"adv_train", "adv_attack", "adv_score", "avg_train",
-                                        "avg_estimates", "avg_case_study"}
+                                        "avg_estimates", "avg_estimates_sigma", "avg_case_study"}
     assert all("seed=2" in wc or "-s2," in wc for _, wc in per_seed), per_seed
     rules = {r for r, _ in jobs}
     assert not rules & {"adv_data", "avg_data", "avg_noise_pa", "avg_runtime", "avg_convergence",

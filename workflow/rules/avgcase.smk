@@ -56,8 +56,11 @@ rule avg_train:
         "../scripts/avg_train.py"
 
 
-# One rule per evaluation of a trained model; the script dispatches on the rule's name.
+# One rule per evaluation of a trained model; the script dispatches on the rule's name.  With
+# avgcase.split_sigmas, avg_estimates stacks the rows of avg_estimates_sigma below instead of
+# computing them.
 for kind, reads in avg.EVALUATIONS.items():
+    stacks = kind == "estimates" and avg.split_sigmas(config)
 
     rule:
         name:
@@ -67,6 +70,8 @@ for kind, reads in avg.EVALUATIONS.items():
             history=paths.avg_file("history"),  # its test accuracy: is the model degenerate?
             data=paths.avg_data(),
             **{name: paths.avg_file(name) for name in reads},
+            sigmas=(lambda wc: avg.sigma_inputs(config, wc.dataset, wc.avg_model, wc.seed))
+            if stacks else [],
         output:
             table=paths.avg_file(kind),
         params:
@@ -84,11 +89,43 @@ for kind, reads in avg.EVALUATIONS.items():
             paths.benchmark(f"avg_{kind}", "{dataset}", "{avg_model}", "s{seed}")
         threads: 1
         resources:
-            **resources.of(config, f"avg_{kind}"),
+            **(resources.of(config, "table") if stacks else resources.of(config, f"avg_{kind}")),
         conda:
             "../../envs/pabench.yaml"
         script:
             "../scripts/avg_evaluate.py"
+
+
+# With avgcase.split_sigmas: one model's estimators at one sigma (numbered by its place in
+# avgcase.sigmas), read by its avg_estimates.
+rule avg_estimates_sigma:
+    input:
+        model=paths.avg_file("models"),
+        history=paths.avg_file("history"),
+        data=paths.avg_data(),
+    output:
+        table=paths.avg_sigma_file(),
+    params:
+        experiment="avgcase",
+        kind="estimates_sigma",
+        settings=avg.eval_settings(config),
+    wildcard_constraints:
+        dataset="|".join(avg.datasets(config)),
+        avg_model=AVG_MODEL,
+        seed=r"\d+",
+        sigma_index=r"\d+",
+    log:
+        paths.log("avg_estimates_sigma", "{dataset}", "{avg_model}", "s{seed}", "{sigma_index}"),
+    benchmark:
+        paths.benchmark("avg_estimates_sigma", "{dataset}", "{avg_model}", "s{seed}",
+                        "{sigma_index}")
+    threads: 1
+    resources:
+        **resources.of(config, "avg_estimates_sigma"),
+    conda:
+        "../../envs/pabench.yaml"
+    script:
+        "../scripts/avg_evaluate.py"
 
 
 rule avg_table:

@@ -301,6 +301,13 @@ def avg_file(kind: str, dataset="{dataset}", model="{avg_model}", seed="{seed}")
     return _AVG.format(kind=kind, dataset=dataset, model=model, seed=seed, ext=ext)
 
 
+def avg_sigma_file(dataset="{dataset}", model="{avg_model}", seed="{seed}",
+                   sigma="{sigma_index}") -> str:
+    """One model's estimates at one sigma, numbered by its place in avgcase.sigmas (rule
+    avg_estimates_sigma, with avgcase.split_sigmas), stacked by its avg_estimates."""
+    return f"data/avgcase/estimates_sigma/{dataset}/{model}-s{seed}/{sigma}.csv"
+
+
 def parse_avg_file(path) -> tuple[str, AvgModel]:
     """(kind, model) of a file built by avg_file."""
     stem = str(path).rsplit(".", 1)[0]  # the extension, not a dot inside lambda

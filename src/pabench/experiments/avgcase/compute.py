@@ -73,9 +73,11 @@ def _model_columns(m: AvgModel) -> dict:
 
 
 def estimates(model, m: AvgModel, images_u8, labels, sigmas, settings: dict, device,
-              seed: int = 0, progress: bool = False) -> pd.DataFrame:
+              seed: int = 0, progress: bool = False, first: int = 0) -> pd.DataFrame:
     """Every estimator at every sigma for the given points: one row per (point, sigma,
-    estimator) with p and the noisy copies used."""
+    estimator) with p and the noisy copies used.  sigmas[j] is sigma number first + j of the
+    config and draws with seed + first + j, so jobs of one sigma each (avgcase.split_sigmas)
+    give, stacked in order, the rows of one job for all."""
     x = as_input(images_u8, device)
     _, target = est.predict(model, x)
     n_mc, n_mmse = settings["mc"]["n"], settings["mmse"]["n"]
@@ -89,7 +91,7 @@ def estimates(model, m: AvgModel, images_u8, labels, sigmas, settings: dict, dev
                                   "target": target.cpu().numpy(), "sigma": sigma,
                                   "estimator": name, "n": n, "p": p}))
 
-    for k, sigma in enumerate(sigmas):
+    for k, sigma in enumerate(sigmas, start=first):
         mc = est.p_mc(model, x, sigma, n_mc, target=target, seed=seed + k,
                       adaptive=settings["mc"]["adaptive"], confidence=settings["mc"]["confidence"],
                       progress=progress)

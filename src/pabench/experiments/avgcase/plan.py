@@ -73,6 +73,20 @@ def table_inputs(config: dict, kind: str) -> list[str]:
     return files(kind, refs, seeds_)
 
 
+def split_sigmas(config: dict) -> bool:
+    return bool(_avg(config)["split_sigmas"])
+
+
+def sigma_inputs(config: dict, dataset: str, model: str, seed) -> list[str]:
+    """What a model's avg_estimates job reads besides the model: nothing (it computes every
+    sigma itself), or with avgcase.split_sigmas every sigma's rows from its own
+    avg_estimates_sigma job, in the config's sigma order."""
+    if not split_sigmas(config):
+        return []
+    return [paths.avg_sigma_file(dataset, model, seed, k)
+            for k in range(len(_avg(config)["sigmas"]))]
+
+
 def train_params(config: dict) -> dict:
     """The training settings a model's training reads (not the seed list: adding a seed does
     not retrain the others)."""
