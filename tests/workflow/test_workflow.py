@@ -272,6 +272,12 @@ def test_dry_run_at_every_scale(workdir, overlay):
     args = ["-n"] + (["--configfile", overlay] if overlay else [])
     proc = run_snakemake(workdir, *args)
     assert "fig01" in proc.stdout and "fig02" in proc.stdout
+    if overlay and "paper" in overlay:   # per-sigma estimates on a GPU, their stacking on none
+        asks = {rule: re.findall(rf"^rule {rule}:\n(?:    .*\n)*?    resources: (.*)$", proc.stdout,
+                                 flags=re.M) for rule in ("avg_estimates", "avg_estimates_sigma")}
+        assert len(asks["avg_estimates_sigma"]) == 7 * len(asks["avg_estimates"]) > 0
+        assert all("gpu=1" in r for r in asks["avg_estimates_sigma"])
+        assert not any("gpu" in r for r in asks["avg_estimates"])
 
 
 def test_rejected_config_runs_nothing(workdir):
