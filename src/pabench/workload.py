@@ -258,9 +258,9 @@ def average_case(config: dict) -> list[Work]:
             # the sigma-independent Taylor at x and softmax
             parts = ([(f"avg_estimates_sigma {run}/{k}", 1) for k in range(sigmas)]
                      if avg.split_sigmas(config) else [(f"avg_estimates {run}", sigmas)])
-            for job, k in parts:
-                out += _estimators(job, net, mc=k * points * s["mc"]["n"],
-                                   mmse=points * (k * s["mmse"]["n"] + 1),  # + Taylor at x
+            for job, n_sigmas in parts:
+                out += _estimators(job, net, mc=n_sigmas * points * s["mc"]["n"],
+                                   mmse=points * (n_sigmas * s["mmse"]["n"] + 1),  # + Taylor at x
                                    fwd=2 * points)
             if ref == s["case_study"]["model"]:
                 out += _case_study(f"avg_case_study {run}", net, s, n_test)

@@ -25,10 +25,12 @@ def evaluate(smk, kind: str, s: dict, m):
     d = load_npz(smk.input.data)
     x, y = d["test_x"], d["test_y"]
     n, sigmas = s["n_points"], s["sigmas"]
-    if kind in ("estimates", "estimates_sigma"):
-        k = int(smk.wildcards.sigma_index) if kind == "estimates_sigma" else None
-        return compute.estimates(model, m, x[:n], y[:n], sigmas if k is None else sigmas[k:k + 1],
-                                 s, device, seed=m.seed, progress=True, first=k or 0)
+    if kind in ("estimates", "estimates_sigma"):   # every sigma, or this job's one
+        one = kind == "estimates_sigma"
+        first = int(smk.wildcards.sigma_index) if one else 0
+        last = first + 1 if one else len(sigmas)
+        return compute.estimates(model, m, x[:n], y[:n], sigmas[first:last], s, device,
+                                 seed=m.seed, progress=True, first=first)
     if kind == "noise_pa":
         settings = PASettings.from_config(smk.params.pa, s["noise_pa"]["pa_epochs"])
         return compute.noise_pa(model, m, x[:n], y[:n], sigmas, read_table(smk.input.estimates),
