@@ -6,15 +6,20 @@
 #   bash benchmarks/gpu_check.sh OUTDIR rehearsal   # CUDA unit tests, MM5 vs AutoAttack, and the
 #                                                   # paper-scale rehearsal on every core
 #   bash benchmarks/gpu_check.sh OUTDIR bench       # paper-scale cost per pass timed on the GPU,
-#                                                   # attack overhead and the PGD-1000 projection
+#                                                   # attack overhead and the PGD-1000 projection,
+#                                                   # average-case Table 1 at the paper's size
+#   bash benchmarks/gpu_check.sh OUTDIR rehearsal bench   # both, one after the other
+#
+# SKIP="bench_mm5 bench_attacks" leaves out the steps it names (ones already measured).
 #
 # Each step has its own time limit (seconds, scaled by LIMIT_SCALE) and its log in OUTDIR; a step
 # that fails or runs out of time does not stop the next.  The rehearsal's results, figures and job
 # logs come back as OUTDIR/rehearsal.tgz, to compare with a CPU run of the same commit:
 #   python -m pabench.compare CPU_REHEARSAL GPU_REHEARSAL --also data/results --tolerances FILE
 set -u
-out=${1:?usage: gpu_check.sh OUTDIR rehearsal|bench}
-part=${2:?usage: gpu_check.sh OUTDIR rehearsal|bench}
+out=${1:?usage: gpu_check.sh OUTDIR rehearsal|bench...}
+shift
+[ $# -gt 0 ] || { echo "usage: gpu_check.sh OUTDIR rehearsal|bench..." >&2; exit 2; }
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 scale=${LIMIT_SCALE:-1}
@@ -22,6 +27,7 @@ scale=${LIMIT_SCALE:-1}
 step() {   # step NAME LIMIT_S COMMAND...: run, log to OUTDIR/NAME.log, print rc, time and the tail
     local name=$1 limit=$(( $2 * scale )) start=$SECONDS rc
     shift 2
+    case " ${SKIP:-} " in *" $name "*) echo "=== $name: skipped (SKIP)"; return 0 ;; esac
     echo "=== $name (limit ${limit} s, $(date +%T))"
     timeout "$limit" "$@" >"$out/$name.log" 2>&1
     rc=$?
@@ -34,6 +40,7 @@ python3 -c "import torch, platform; print('python', platform.python_version(), '
 torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'cores',
 __import__('os').cpu_count())"
 
+for part in "$@"; do
 case $part in
 rehearsal)
     # Correctness only (no timings), so they share the machine with the rehearsal.
@@ -53,9 +60,11 @@ bench)
         --csv "$out/compute_gpu.csv"
     step bench_attacks 80 python3 benchmarks/bench_attacks.py --device cuda --archs wrn28_10 \
         --attacks pgd apgd-ce --batch 500 --repeats 2 --project
+    step bench_runtime 150 python3 benchmarks/bench_runtime.py --device cuda
     ;;
 *)
     echo "unknown part '$part' (rehearsal or bench)" >&2
     exit 2
     ;;
 esac
+done
