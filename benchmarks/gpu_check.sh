@@ -11,6 +11,8 @@
 #   bash benchmarks/gpu_check.sh OUTDIR rehearsal bench   # both, one after the other
 #
 # SKIP="bench_mm5 bench_attacks" leaves out the steps it names (ones already measured).
+# Not here: benchmarks/device_agreement.py, which evaluates one checkpoint trained on the CPU
+# (carried along) on both devices; see its docstring.
 #
 # Each step has its own time limit (seconds, scaled by LIMIT_SCALE) and its log in OUTDIR; a step
 # that fails or runs out of time does not stop the next.  The rehearsal's results, figures and job
