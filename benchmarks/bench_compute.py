@@ -277,14 +277,17 @@ def trainer(net: workload.Net, kind: str, config: dict, device: torch.device):
     return make
 
 
-def jpeg_seconds(config: dict) -> float:
-    """CPU seconds per image of the JPEG round trip inside the JPEG + RS model's forward."""
+def jpeg_seconds(config: dict, repeats: int = 7) -> float:
+    """CPU seconds per image of the JPEG round trip inside the JPEG + RS model's forward: the
+    best of `repeats` timings of 256 images.  One timing of 64 images read 4.8e-5 to 2.5e-4 s
+    between runs (about 5 ms of process time against the clock's granularity and the machine's
+    other load), which moved the PA paper's adversarial total by 2x."""
     from pabench.adversarial.models import jpeg
 
-    x = torch.rand(64, 3, 32, 32)
+    x = torch.rand(256, 3, 32, 32)
     quality = config["adversarial"]["jpeg_rs"]["quality"]
     jpeg(x, quality)
-    return cpu_seconds(lambda: jpeg(x, quality)) / len(x)
+    return min(cpu_seconds(lambda: jpeg(x, quality)) for _ in range(repeats)) / len(x)
 
 
 def corruption_seconds(config: dict, images: int = 40) -> float:
