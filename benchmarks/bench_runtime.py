@@ -14,6 +14,7 @@ seconds.  On a CPU it times 2 points unless told otherwise.
 from __future__ import annotations
 
 import argparse
+import time
 
 import pandas as pd
 import torch
@@ -21,7 +22,9 @@ import torch
 from pabench.adversarial.datasets import mnist32
 from pabench.core.paths import AvgModel
 from pabench.experiments.avgcase.compute import runtime
-from pabench.experiments.avgcase.training import build, recalibrate_batchnorm
+from pabench.experiments.avgcase.training import as_input, build, recalibrate_batchnorm
+from pabench.metrics.avgcase import estimators as est
+from pabench.metrics.avgcase.mvn import mvn_cdf
 
 
 def main():
@@ -32,6 +35,8 @@ def main():
     ap.add_argument("--classes", type=int, nargs="+", default=[10, 100])
     ap.add_argument("--mc-n", type=int, default=10_000)
     ap.add_argument("--mmse-n", type=int, default=5)
+    ap.add_argument("--split", action="store_true", help="also time Taylor's and MMSE's two parts "
+                    "apart: the linearisation (gradients, on the device) and the normal CDF (CPU)")
     args = ap.parse_args()
     device = torch.device(args.device)
     points = args.points or (50 if device.type == "cuda" else 2)
@@ -46,6 +51,8 @@ def main():
         t = runtime(model, m, images[:points], cfg, device)
         t["classes"] = classes
         tables.append(t)
+        if args.split:
+            split(model, images[:points], cfg, device, classes)
     t = pd.concat(tables, ignore_index=True)
     print(f"device: {t['device'].iloc[0]}; torch {torch.__version__}")
     print(t[["classes", "estimator", "n", "points", "seconds", "seconds_per_point"]]
@@ -54,6 +61,22 @@ def main():
         s = g.set_index("estimator")["seconds_per_point"]
         print(f"{classes} classes: MC / Taylor {s['mc'] / s['taylor']:.1f}x, "
               f"MC / MMSE {s['mc'] / s['mmse']:.1f}x")
+
+
+def split(model, images_u8, cfg, device, classes):
+    """Seconds per point of the linearisation and of the normal CDF, Taylor and MMSE apart."""
+    x = as_input(images_u8, device)
+    for name, kw in (("taylor", {}), ("mmse", {"sigma": cfg["sigma"], "n": cfg["mmse_n"]})):
+        est.linearised(model, x[:1], **kw)                     # warm-up
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        lin = est.linearised(model, x, **kw)                    # ends on the CPU (numpy)
+        mid = time.perf_counter()
+        mvn_cdf(lin.z(cfg["sigma"]), lin.cov)
+        end = time.perf_counter()
+        print(f"{classes} classes, {name}: linearisation {(mid - start) / len(x):.4f} s/point, "
+              f"normal CDF {(end - mid) / len(x):.4f} s/point")
 
 
 if __name__ == "__main__":
