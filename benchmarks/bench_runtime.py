@@ -2,7 +2,7 @@
 (n = 10,000), Taylor and MMSE (n = 5) for the same 50 points at sigma = 0.1, through the
 workflow's own `compute.runtime` (each estimator warmed up on one point first).
 
-    python benchmarks/bench_runtime.py [--device cuda] [--points 50] [--classes 10 100]
+    python benchmarks/bench_runtime.py [--device cuda] [--points 50] [--classes 10 100] [--split]
 
 Model: the average-case PreAct ResNet-18 at 32x32, random init with BatchNorm statistics
 recalibrated on 64 other images (as in bench_avgcase.py: the raw init predicts one class
