@@ -63,7 +63,7 @@ def lisa_mix(xs: list[torch.Tensor], ys: list[torch.Tensor], num_classes: int, g
     """One LISA step over the environments' batches (xs[e]: (b, C, H, W), ys[e]: (b,)).  The
     pairs and lambdas are drawn on the CPU (from `gen`); the images are mixed where they are, so
     that a GPU step copies no image to the host.  (Mixed on the host, a LISA step on an H200 took
-    5x an ERM step; this version is bit-identical on the CPU and not yet timed on a GPU.)"""
+    5x an ERM step; this version is bit-identical on the CPU and took 1.3-1.4x on the H200.)"""
     if mix not in ("mixup", "cutmix"):
         raise ValueError(f"unknown LISA mix {mix!r}; choose mixup or cutmix")
     same_label = bool(torch.rand((), generator=gen) < p_same_label)
