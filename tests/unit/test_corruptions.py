@@ -201,7 +201,10 @@ def test_contrast_scales_each_channel_around_its_mean(cifar):
 def test_noise_draws_have_the_stated_distributions():
     grey = torch.full((400, 3, 32, 32), 128, dtype=torch.uint8)
     g = noise.gaussian_noise(grey, 5, streams(400)).numpy() / 255 - 128 / 255
-    assert abs(g.std() - 0.10) < 0.002 and abs(g.mean()) < 0.002
+    # N(0, 0.1^2) truncated to whole levels: the mean drops by half a level, the variance grows
+    # by a uniform's 1/12 level^2
+    assert abs(g.mean() + 0.5 / 255) < 0.0005
+    assert abs(g.std() - np.sqrt(0.1 ** 2 + 1 / 12 / 255 ** 2)) < 0.001
     for level in (3, 128):
         x = torch.full((200, 3, 32, 32), level, dtype=torch.uint8)
         k = (noise.shot_noise(x, 4, streams(200)).numpy() / 255 * 75).round()   # 75 photons
@@ -489,3 +492,66 @@ def test_a_kept_value_survives_the_float32_unit_round_trip():
     """Impulse noise's native kernel copies kept values: (x / 255) * 255 is x in float32."""
     x = np.arange(256, dtype=np.float32)
     np.testing.assert_array_equal((x / np.float32(255) * np.float32(255)).astype(np.uint8), x)
+
+
+def test_gaussian_noise_is_the_truncated_formula_at_the_exact_quantile():
+    """The fallback's byte is trunc(clip(x/255 + c z, 0, 1) * 255) with z the exact normal
+    quantile of the draw's (k + 0.5) 2^-24, computed here in float64 for every level x."""
+    from scipy.special import ndtri
+
+    rs = streams(6)
+    k = rs.bits(32, 32, 3)
+    z = ndtri((k.astype(np.float64) + 0.5) * 2.0 ** -24)
+    levels = np.tile(np.arange(256, dtype=np.uint8), 72).reshape(6, 32, 32, 3)   # each level 72 times
+    for severity in SEVERITIES:
+        ours = noise.gaussian_noise(torch.from_numpy(levels.transpose(0, 3, 1, 2)), severity, streams(6))
+        c = noise.GAUSSIAN[severity - 1]
+        expected = np.floor(np.clip(levels / 255 + c * z, 0, 1) * 255)
+        np.testing.assert_array_equal(ours.numpy().transpose(0, 2, 3, 1), expected, err_msg=severity)
+
+
+@pytest.mark.parametrize("portable", [False, True])
+def test_gaussian_kernel_offsets_are_the_searchs_for_every_draw(portable):
+    """All 2^24 draws at every severity: the kernel's fast path (polynomial quantile, trusted
+    away from whole numbers) and its exact search give the thresholds' offset, with AVX-512 and in
+    the portable scalar loop (a build without it)."""
+    from pabench.core.native import compile_library
+    from pabench.datasets.corruptions import native
+
+    lib = native.load()
+    if lib is None:
+        pytest.skip("no C compiler")
+    if portable:
+        lib = compile_library(native.SOURCE, native.FLAGS + ("-mno-avx512f",))
+        if lib is None:
+            pytest.skip("this compiler has no -mno-avx512f (not x86): only the scalar loop exists")
+        lib.cc_gaussian_offsets.argtypes = native._SIGNATURES["cc_gaussian_offsets"]
+    k = np.arange(2 ** 24, dtype=np.uint32)
+    d = np.empty(2 ** 24, np.int32)
+    for severity in SEVERITIES:
+        coef, thr, scale, guard = native.gaussian_tables(severity)
+        lib.cc_gaussian_offsets(k.ctypes.data, d.ctypes.data, len(k), coef.ctypes.data,
+                                thr.ctypes.data, scale, guard)
+        expected = np.searchsorted(thr, k, side="right").astype(np.int32) - 256
+        assert (d == expected).all(), (severity, np.flatnonzero(d != expected)[:5])
+
+
+def test_gaussian_quantile_fit_is_within_its_stated_error():
+    """The guard assumes the float32 polynomial is within GUARD_Z of Phi^-1 on every segment;
+    checked on 2^20 points of q in [2^-13, 1/2), evaluated in float32 as the kernel does."""
+    from scipy.special import ndtri
+
+    from pabench.datasets.corruptions import native
+
+    coef = native.gaussian_quantile_fit()
+    kk = np.arange(2 ** 11, 2 ** 23, 8, dtype=np.uint32)           # q = (kk + 0.5) 2^-24
+    q = ((kk.astype(np.float32) + np.float32(0.5)) * np.float32(2.0 ** -24)).astype(np.float32)
+    bits = q.view(np.uint32)
+    seg = (bits >> 22).astype(np.int64) - (127 - 13) * 2
+    t = ((bits & 0x3FFFFF) | 0x3F800000).view(np.float32) * np.float32(4) - np.float32(5)
+    p = coef[4, seg]
+    for j in (3, 2, 1, 0):
+        p = p * t + coef[j, seg]                        # float32 (the kernel fuses them)
+    assert seg.min() == 0 and seg.max() == 23
+    err = np.abs(p.astype(np.float64) - ndtri(q.astype(np.float64))).max()
+    assert err < native.GUARD_Z / 1.5, err

@@ -2,7 +2,9 @@
  *
  * Each kernel is the same arithmetic, in the same order, as its numpy / PyTorch fallback in
  * noise.py, blur.py, weather.py and digital.py, so that both give the same bytes: the build
- * uses -ffp-contract=off (no fused multiply-adds) and no -ffast-math (no reordering).
+ * uses -ffp-contract=off (no fused multiply-adds) and no -ffast-math (no reordering).  The one
+ * exception, Gaussian noise, computes integers that do not depend on float rounding (its
+ * comment says how), so its approximations may use explicit fmaf.
  * Random draws are rng.py's counter stream: draw j of image i is a pure function of
  * (key, i, j), so results do not depend on batching.
  */
@@ -97,9 +99,10 @@ static inline uint8_t unit_to_u8(float v) {      /* clip to [0, 1], scale, trunc
     return (uint8_t)(v * 255.0f);
 }
 
-/* ---- noise: one draw per value, values in the image's own (H, W, C) order */
+/* ---- noise: one draw per value, values in the image's own (H, W, C) order (speckle, impulse;
+ * Gaussian noise below) */
 
-enum { GAUSSIAN = 0, SPECKLE = 1, IMPULSE = 2 };
+enum { SPECKLE = 1, IMPULSE = 2 };
 
 void cc_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64_t *index,
               uint64_t key, uint64_t c0, int kind, float c) {
@@ -122,18 +125,162 @@ void cc_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64
             for (long i = 0; i < n; i++) {
                 float z = normal_from_uniform(u[i], &w[i]);
                 float v = (float)x[i] / 255.0f;
-                y[i] = unit_to_u8(kind == GAUSSIAN ? v + c * z : v + (v * c) * z);
+                y[i] = unit_to_u8(v + (v * c) * z);
             }
             for (long i = 0; i < n; i++)
                 if (w[i] >= 5.0f) {
                     float z = normal_tail(u[i], w[i]);
                     float v = (float)x[i] / 255.0f;
-                    y[i] = unit_to_u8(kind == GAUSSIAN ? v + c * z : v + (v * c) * z);
+                    y[i] = unit_to_u8(v + (v * c) * z);
                 }
         }
     }
     free(w);
     free(u);
+}
+
+/* Gaussian noise: out = clip(x + D, 0, 255), D the integer offset of noise.gaussian_thresholds:
+ * D = -256 + #(thr <= k) for the draw's 24 bits k (thr: 511 ascending thresholds).  The search
+ * is the exact answer; the fast path gets the same D from an approximate quantile: with
+ * q = min(u, 1 - u) (as k or 2^24 - 1 - k, so q is exact in float32), Phi^-1(q) is a degree-4
+ * polynomial on each half-octave of q in [2^-13, 1/2) (coef[j * 32 + segment], 24 segments; error
+ * < 6e-6), and s = 255 c z is floored.  Whenever s lies within `guard` of a whole number, or q
+ * is below 2^-13 (1.2e-4 of draws), the search decides, so both give the same D for every k
+ * (tested on all 2^24). */
+#define GAUSS_SEG0 ((127 - 13) * 2)     /* (exponent << 1 | top mantissa bit) of q = 2^-13 */
+
+static inline int gauss_search(uint32_t k, const uint32_t *thr) {
+    int lo = 0, hi = 511;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (thr[mid] <= k) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo - 256;
+}
+
+static inline int gauss_offset(uint32_t k, const float *coef, const uint32_t *thr, float scale,
+                               float guard) {
+    uint32_t upper = k >> 23, kk = upper ? 0xFFFFFFu - k : k;
+    float q = ((float)kk + 0.5f) * 0x1p-24f;
+    uint32_t bits;
+    memcpy(&bits, &q, 4);
+    int seg = (int)(bits >> 22) - GAUSS_SEG0;
+    if (seg >= 0) {
+        uint32_t mbits = (bits & 0x3FFFFFu) | 0x3F800000u;   /* mantissa in [1, 1.5) */
+        float m;
+        memcpy(&m, &mbits, 4);
+        float t = fmaf(4.0f, m, -5.0f), p = coef[4 * 32 + seg];
+        for (int j = 3; j >= 0; j--) p = fmaf(p, t, coef[j * 32 + seg]);
+        float s = p * (upper ? -scale : scale), f = floorf(s), r = s - f;
+        if (r >= guard && r <= 1.0f - guard) return (int)f;
+    }
+    return gauss_search(k, thr);
+}
+
+static inline uint8_t clamp_u8(int v) { return (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+/* gauss_offset of 16 draws k at once (lanes in `*slow` still need gauss_search): the
+ * polynomial's coefficients come from two registers per degree (vpermt2ps on the segment). */
+static inline __m512i gauss16_offsets(__m512i k, const __m512 c[5][2], float scale, float guard,
+                                      __mmask16 *slow) {
+    __mmask16 upper = _mm512_cmpge_epu32_mask(k, _mm512_set1_epi32(1 << 23));
+    __m512i kk = _mm512_mask_sub_epi32(k, upper, _mm512_set1_epi32(0xFFFFFF), k);
+    __m512 q = _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(kk), _mm512_set1_ps(0.5f)),
+                             _mm512_set1_ps(0x1p-24f));
+    __m512i bits = _mm512_castps_si512(q);
+    __m512i seg = _mm512_sub_epi32(_mm512_srli_epi32(bits, 22), _mm512_set1_epi32(GAUSS_SEG0));
+    __m512 m = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(bits, _mm512_set1_epi32(0x3FFFFF)),
+                                                   _mm512_set1_epi32(0x3F800000)));
+    __m512 t = _mm512_fmadd_ps(m, _mm512_set1_ps(4.0f), _mm512_set1_ps(-5.0f));
+    __m512 p = _mm512_permutex2var_ps(c[4][0], seg, c[4][1]);
+    for (int j = 3; j >= 0; j--)
+        p = _mm512_fmadd_ps(p, t, _mm512_permutex2var_ps(c[j][0], seg, c[j][1]));
+    __m512 s = _mm512_mul_ps(p, _mm512_mask_blend_ps(upper, _mm512_set1_ps(scale), _mm512_set1_ps(-scale)));
+    __m512 f = _mm512_roundscale_ps(s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(s, f);
+    *slow = _mm512_cmplt_epi32_mask(seg, _mm512_setzero_si512())
+          | _mm512_cmp_ps_mask(r, _mm512_set1_ps(guard), _CMP_LT_OQ)
+          | _mm512_cmp_ps_mask(r, _mm512_set1_ps(1.0f - guard), _CMP_GT_OQ);
+    return _mm512_cvtps_epi32(f);
+}
+
+/* 16 values x[0..15] with the draws of 8 hashes from pair counter p0 */
+static inline void gauss16(const uint8_t *x, uint8_t *y, uint64_t p0, uint64_t key,
+                           const __m512 c[5][2], const uint32_t *thr, float scale, float guard) {
+    const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    __m512i z = _mm512_add_epi64(_mm512_set1_epi64((long long)p0), lane);
+    z = _mm512_add_epi64(_mm512_mullo_epi64(z, _mm512_set1_epi64((long long)0x9E3779B97F4A7C15ULL)),
+                         _mm512_set1_epi64((long long)key));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+                           _mm512_set1_epi64((long long)0xBF58476D1CE4E5B9ULL));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+                           _mm512_set1_epi64((long long)0x94D049BB133111EBULL));
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    /* each hash's two draws, z >> 40 then z & 0xFFFFFF, as adjacent 32-bit lanes */
+    __m512i k = _mm512_or_si512(_mm512_srli_epi64(z, 40),
+                                _mm512_slli_epi64(_mm512_and_si512(z, _mm512_set1_epi64(0xFFFFFF)), 32));
+    __mmask16 slow;
+    __m512i d = gauss16_offsets(k, c, scale, guard, &slow);
+    __m512i v = _mm512_add_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)x)), d);
+    _mm_storeu_si128((__m128i *)y, _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512())));
+    if (slow) {                      /* about 1% of groups */
+        uint32_t ks[16];
+        _mm512_storeu_si512(ks, k);
+        for (int l = 0; l < 16; l++)
+            if (slow >> l & 1) y[l] = clamp_u8(x[l] + gauss_search(ks[l], thr));
+    }
+}
+
+static void load_gauss_coef(const float *coef, __m512 c[5][2]) {
+    for (int j = 0; j < 5; j++) {
+        c[j][0] = _mm512_loadu_ps(coef + j * 32);
+        c[j][1] = _mm512_loadu_ps(coef + j * 32 + 16);
+    }
+}
+#endif
+
+void cc_gaussian(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64_t *index,
+                 uint64_t key, uint64_t c0, const float *coef, const uint32_t *thr, float scale,
+                 float guard) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    __m512 c[5][2];
+    load_gauss_coef(coef, c);
+#endif
+    for (long b = 0; b < n_img; b++) {
+        const uint8_t *x = img + b * n;
+        uint8_t *y = out + b * n;
+        uint64_t base = (index[b] << 32) + c0;
+        long i = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+        for (; i + 16 <= n; i += 16) gauss16(x + i, y + i, base + (uint64_t)(i / 2), key, c, thr, scale, guard);
+#endif
+        for (; i < n; i += 2) {
+            uint64_t z = mix((base + (uint64_t)(i / 2)) * 0x9E3779B97F4A7C15ULL + key);
+            y[i] = clamp_u8(x[i] + gauss_offset((uint32_t)(z >> 40), coef, thr, scale, guard));
+            if (i + 1 < n)
+                y[i + 1] = clamp_u8(x[i + 1] + gauss_offset((uint32_t)(z & 0xFFFFFF), coef, thr, scale, guard));
+        }
+    }
+}
+
+/* D of given draws k, by the kernel's paths (the exhaustive test runs it on all 2^24) */
+void cc_gaussian_offsets(const uint32_t *k, int32_t *d, long n, const float *coef,
+                         const uint32_t *thr, float scale, float guard) {
+    long i = 0;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    __m512 c[5][2];
+    load_gauss_coef(coef, c);
+    for (; i + 16 <= n; i += 16) {
+        __mmask16 slow;
+        _mm512_storeu_si512(d + i, gauss16_offsets(_mm512_loadu_si512(k + i), c, scale, guard, &slow));
+        for (int l = 0; l < 16; l++)
+            if (slow >> l & 1) d[i + l] = gauss_search(k[i + l], thr);
+    }
+#endif
+    for (; i < n; i++) d[i] = gauss_offset(k[i], coef, thr, scale, guard);
 }
 
 /* Poisson(level / 255 * photons) by inverse CDF: thr (256, k_max) float32, the smallest float32

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy.special import ndtr
 from scipy.stats import poisson
 
 GAUSSIAN = (0.04, 0.06, 0.08, 0.09, 0.10)
@@ -31,9 +32,26 @@ def _on_255(y: np.ndarray) -> torch.Tensor:
     return _chw(np.clip(y, _F(0), _F(1)) * _F(255))
 
 
+def gaussian_thresholds(severity: int) -> np.ndarray:
+    """Gaussian noise as exact integer offsets.  The stored byte is trunc(clip(x/255 + c z, 0, 1)
+    * 255) = clip(x + D, 0, 255) with D = floor(255 c z): it moves every level by the same whole
+    number of levels.  With z = Phi^-1((k + 0.5) 2^-24) for the draw's 24 bits k, D >= d exactly
+    when k >= K_d = ceil(Phi(d / (255 c)) 2^24 - 0.5), so D = -256 + #{d in -255..255: K_d <= k}
+    (offsets beyond +-255 saturate every level alike).  Returns K (511 ascending uint32, 2^24
+    for a threshold no draw reaches); Phi in double precision, so D is the exact floor of the
+    exact normal quantile, with no float32 approximation of it."""
+    scale = 255 * GAUSSIAN[severity - 1]
+    k = np.ceil(ndtr(np.arange(-255, 256) / scale) * 2.0 ** 24 - 0.5)
+    return k.clip(0, 2 ** 24).astype(np.uint32)
+
+
 def gaussian_noise(x, severity, rs):
-    c = _F(GAUSSIAN[severity - 1])
-    return _on_255(_hwc(x) + c * rs.normal(*x.shape[2:], x.shape[1]).numpy())
+    """The reference's clip(x/255 + N(0, c^2), 0, 1) * 255, truncated to a byte by the writer,
+    computed as clip(x + D, 0, 255) (gaussian_thresholds)."""
+    offset = np.searchsorted(gaussian_thresholds(severity), rs.bits(*x.shape[2:], x.shape[1]),
+                             side="right").astype(np.int32) - 256
+    level = x.permute(0, 2, 3, 1).numpy().astype(np.int32)
+    return _chw(np.clip(level + offset, 0, 255).astype(np.float32))
 
 
 def speckle_noise(x, severity, rs):

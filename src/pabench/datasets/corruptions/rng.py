@@ -34,20 +34,22 @@ _CHUNK = 32 * 1536
 
 class Streams:
     """Uniform draws for a batch of images: each call returns the next `shape` draws of every
-    image's own stream, as a (B, *shape) float32 array in (0, 1) with 24 random bits; each
-    64-bit hash gives two draws."""
+    image's own stream, as a (B, *shape) float32 array in (0, 1) with 24 random bits (or the
+    bits themselves); each 64-bit hash gives two draws."""
 
     def __init__(self, seed: int, name: str, severity: int, index):
         self.key = np.uint64(stream_key(seed, name, severity))
         self.index = np.ascontiguousarray(index, dtype=np.uint64)
         self.used = 0
 
-    def uniform(self, *shape: int) -> np.ndarray:
+    def bits(self, *shape: int) -> np.ndarray:
+        """The next `shape` draws of every image as their 24 random bits: uint32 (B, *shape)
+        in [0, 2^24); `uniform` returns (bits + 0.5) 2^-24 of the same draws."""
         n = int(np.prod(shape, dtype=np.int64))
         pairs = (n + 1) // 2
         counters = np.arange(self.used, self.used + pairs, dtype=np.uint64)
         self.used += pairs
-        out = np.empty((len(self.index), pairs, 2), np.float32)
+        out = np.empty((len(self.index), pairs, 2), np.uint32)
         rows = max(1, _CHUNK // max(pairs, 1))
         for lo in range(0, len(self.index), rows):
             z = (self.index[lo:lo + rows, None] << np.uint64(32)) + counters
@@ -60,9 +62,14 @@ class Streams:
             out[lo:lo + rows, :, 0] = tmp
             np.bitwise_and(z, np.uint64(0xFFFFFF), out=tmp)
             out[lo:lo + rows, :, 1] = tmp
+        return out.reshape(len(self.index), -1)[:, :n].reshape(len(self.index), *shape)
+
+    def uniform(self, *shape: int) -> np.ndarray:
+        """The next `shape` draws as float32 (B, *shape) in (0, 1), 24 random bits each."""
+        out = self.bits(*shape).astype(np.float32)
         out += 0.5
         out *= 2.0 ** -24
-        return out.reshape(len(self.index), -1)[:, :n].reshape(len(self.index), *shape)
+        return out
 
     def take(self, n: int) -> int:
         """Skip the next n draws of every image and return the first pair counter they had: a
