@@ -1,6 +1,8 @@
 """Compare the CSV outputs of two finished workflow runs, value by value.
 
     python -m pabench.compare BEFORE_DIR AFTER_DIR [--also data/results ...] [--tolerances FILE]
+    python -m pabench.compare REF_DIR CAND_DIR --seed-spread [--also ...] [--tolerances FILE]
+                              [--alpha 0.01]
 
 Checks every `*.csv` under `figures/` (recursively; `figures/timings.*` left out, they measure
 the run itself) plus those under each `--also` directory: the same files, the same columns (by
@@ -20,8 +22,13 @@ both values and the limit, and a summary gives the largest absolute and relative
 column.  Verdicts must still match (except claims the file names); a different `measured` text is
 only a note, its numbers are those of the CSVs.
 
-Exit status: 0 identical (within tolerances), 1 differences (listed), 2 bad arguments or a bad
-tolerance file.  Reads CSVs only (pandas and numpy); never imports torch or the workflow.
+With `--seed-spread` (runs whose models were trained apart, e.g. on a GPU and a CPU, or with other
+seeds) the tables with a `seed` column are judged by the spread over seeds instead of value by
+value: pabench.seedspread.
+
+Exit status: 0 identical (within tolerances, within the seed spread), 1 differences (listed), 2
+bad arguments or a bad tolerance file.  Reads CSVs only (pandas and numpy, scipy for
+--seed-spread); never imports torch or the workflow.
 """
 from __future__ import annotations
 
@@ -308,6 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timings", action="store_true",
                     help="compare the columns that time the run too (seconds, images per second, "
                          "speed-ups) and timed claims' measured text")
+    ap.add_argument("--seed-spread", action="store_true",
+                    help="judge tables with a seed column by the spread over seeds (runs that "
+                         "trained their models apart): pabench.seedspread")
+    ap.add_argument("--alpha", type=float, metavar="A",
+                    help="--seed-spread: false-alarm rate over all tested columns (default 0.01)")
     args = ap.parse_args(argv)
 
     for run in (args.before, args.after):
@@ -327,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pabench.compare: --tolerances {err}", file=sys.stderr)
         return 2
 
+    if args.seed_spread or args.alpha is not None:
+        return seed_spread(args, tol)
     rep = compare_runs(args.before, args.after, args.also, tol, args.timings)
     print(f"compared {args.before} (before) with {args.after} (after), "
           f"dirs: {', '.join([FIGURES, *args.also])}"
@@ -345,6 +359,27 @@ def main(argv: list[str] | None = None) -> int:
     print("WITHIN TOLERANCES: every value, and every claims verdict identical" if tol
           else "IDENTICAL: every value and every claims verdict")
     return 0
+
+
+def seed_spread(args: argparse.Namespace, tol: Tolerances | None) -> int:
+    """--seed-spread: pabench.seedspread's report; the exit status."""
+    from pabench import seedspread   # imported here: it imports this module
+
+    alpha = 0.01 if args.alpha is None else args.alpha
+    error = ("--alpha needs --seed-spread" if not args.seed_spread
+             else "--seed-spread does not judge the columns that time the run (--timings)"
+             if args.timings else f"--alpha {alpha:g}: must be in (0, 1)"
+             if not 0 < alpha < 1 else "")
+    if not error:
+        try:
+            rep = seedspread.compare_seed_spread(args.before, args.after, args.also, tol, alpha)
+        except seedspread.SeedSpreadError as err:
+            error = f"--seed-spread: {err}"
+    if error:
+        print(f"pabench.compare: {error}", file=sys.stderr)
+        return 2
+    return seedspread.print_report(rep, args.before, args.after, [FIGURES, *args.also],
+                                   args.tolerances if tol else None, alpha)
 
 
 if __name__ == "__main__":
