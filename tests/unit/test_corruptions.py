@@ -357,7 +357,8 @@ NEW_KERNELS = ("jpeg_compression", "elastic_transform", "snow")
 
 def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatch):
     """Non-square, small (narrower than the snow streaks and the elastic padding) and larger
-    images: the kernels' border and tail paths."""
+    images: the kernels' border and tail paths (Gaussian noise: the 5 x 37 images have 555
+    values, an odd count, whose last 11 go through the scalar loop after the groups of 16)."""
     from pabench.datasets.corruptions import native
 
     if native.load() is None:
@@ -366,7 +367,8 @@ def test_native_kernels_give_the_fallbacks_bytes_at_other_image_sizes(monkeypatc
     shapes = [(9, 20, 28, 3), (2, 8, 8, 3), (2, 48, 32, 3), (2, 5, 37, 3)]  # 9: 8 lanes + 1
     cases = [(rng.integers(0, 256, shape, dtype=np.uint8), name, s)
              for shape in shapes
-             for name in NEW_KERNELS + ("motion_blur", "defocus_blur", "pixelate", "frost", "fog")
+             for name in NEW_KERNELS + ("motion_blur", "defocus_blur", "pixelate", "frost", "fog",
+                                        "gaussian_noise")
              for s in SEVERITIES
              if name != "jpeg_compression" or (shape[1] % 16 == 0 and shape[2] % 16 == 0)]
     fast = [corrupt(im, name, s, seed=1) for im, name, s in cases]
