@@ -144,7 +144,7 @@ void cc_noise(const uint8_t *img, uint8_t *out, long n_img, long n, const uint64
  * is the exact answer; the fast path gets the same D from an approximate quantile: with
  * q = min(u, 1 - u) (as k or 2^24 - 1 - k, so q is exact in float32), Phi^-1(q) is a degree-4
  * polynomial on each half-octave of q in [2^-13, 1/2) (coef[j * 32 + segment], 24 segments; error
- * < 6e-6), and s = 255 c z is floored.  Whenever s lies within `guard` of a whole number, or q
+ * 2e-6 at most), and s = 255 c z is floored.  Whenever s lies within `guard` of a whole number, or q
  * is below 2^-13 (1.2e-4 of draws), the search decides, so both give the same D for every k
  * (tested on all 2^24). */
 #define GAUSS_SEG0 ((127 - 13) * 2)     /* (exponent << 1 | top mantissa bit) of q = 2^-13 */
