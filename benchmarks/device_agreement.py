@@ -65,6 +65,12 @@ def batched(fn, x, *rest):
                       for i in range(0, len(x), BATCH)])
 
 
+def per_batch(estimate, x) -> np.ndarray:
+    """An estimator's per-point numpy results, BATCH points at a time (the order the documented
+    runs drew their MC and MMSE noise in)."""
+    return np.concatenate([estimate(x[i:i + BATCH]) for i in range(0, len(x), BATCH)])
+
+
 def cmd_eval(args):
     device = torch.device(args.device)
     model = build(ARCH, SHAPE, CLASSES)
@@ -80,12 +86,9 @@ def cmd_eval(args):
         adv = batched(model, adv_x).double().cpu()
     exact = posterior_agreement(clean, adv, "exact")
     adam = posterior_agreement(clean, adv, "adam", epochs=100)
-    p_taylor = np.concatenate([est.p_taylor(model, x[i:i + BATCH], SIGMA)
-                               for i in range(0, len(x), BATCH)])
-    p_mmse = np.concatenate([est.p_mmse(model, x[i:i + BATCH], SIGMA, MMSE_N)
-                             for i in range(0, len(x), BATCH)])
-    p_mc = np.concatenate([est.p_mc(model, x[i:i + BATCH], SIGMA, MC_N).p
-                           for i in range(0, len(x), BATCH)])
+    p_taylor = per_batch(lambda xb: est.p_taylor(model, xb, SIGMA), x)
+    p_mmse = per_batch(lambda xb: est.p_mmse(model, xb, SIGMA, MMSE_N), x)
+    p_mc = per_batch(lambda xb: est.p_mc(model, xb, SIGMA, MC_N).p, x)
     seconds = time.perf_counter() - start
     summary = pd.DataFrame([{
         "model": f"fashion_mnist/{ARCH} (2 epochs)", "points": len(x),
