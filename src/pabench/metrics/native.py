@@ -29,12 +29,18 @@ def load():
     if lib is None:
         return None
     ptr, long, dbl = ctypes.c_void_p, ctypes.c_long, ctypes.c_double
-    lib.pa_terms.argtypes = [ptr, ptr, long, long, long, ptr, ptr, ptr]
+    lib.pa_terms.argtypes = [ptr, ptr, long, long, long, ptr, ptr, ptr, ctypes.c_int]
     lib.pa_terms.restype = None
     lib.pa_adam_epoch.argtypes = [ptr, ptr, long, long, long, ptr, long, dbl, dbl, dbl, dbl, long,
-                                  ptr, ptr, ptr]
+                                  ptr, ptr, ptr, ctypes.c_int]
     lib.pa_adam_epoch.restype = None
     return lib
+
+
+def _threads(tasks: int) -> int:
+    """OpenMP threads of a kernel call: its loop runs over pairs, so no more threads than pairs,
+    and no more than torch may use (pabench.core.threads limits that for small problems)."""
+    return max(1, min(tasks, torch.get_num_threads()))
 
 
 def usable(p: CentredPairs) -> bool:
@@ -50,7 +56,7 @@ def convex_parts(p: CentredPairs, pairs: torch.Tensor, beta: torch.Tensor) -> to
     beta = beta.to(torch.float64).contiguous()
     out = torch.empty(len(pairs), 4, dtype=torch.float64)
     load().pa_terms(p.X.data_ptr(), p.delta.data_ptr(), p.n, p.k, len(pairs), pairs.data_ptr(),
-                    beta.data_ptr(), out.data_ptr())
+                    beta.data_ptr(), out.data_ptr(), _threads(len(pairs)))
     return out[:, :3]
 
 
@@ -60,4 +66,4 @@ def adam_epoch(p: CentredPairs, order: torch.Tensor, batch: int, lr: float, beta
     order = order.to(torch.long).contiguous()
     load().pa_adam_epoch(p.X.data_ptr(), p.delta.data_ptr(), p.X.shape[0], p.n, p.k,
                          order.data_ptr(), batch, lr, betas[0], betas[1], eps, step0,
-                         beta.data_ptr(), m.data_ptr(), v.data_ptr())
+                         beta.data_ptr(), m.data_ptr(), v.data_ptr(), _threads(p.X.shape[0]))

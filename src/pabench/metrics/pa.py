@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pabench.core.threads import limit_threads, size_of
 from pabench.metrics.adam import solve_adam
 from pabench.metrics.exact import solve_exact
 from pabench.metrics.kernel import CentredPairs, summed_terms
@@ -133,6 +134,8 @@ def _check_sums(sums: torch.Tensor, name: str, what: str) -> None:
                          f"(largest deviation {worst:.3g})")
 
 
+# One thread for small inputs: on a busy machine extra threads cost more than they save.
+@limit_threads(lambda scores_a, *args, **kwargs: size_of(scores_a))
 def posterior_agreement(scores_a, scores_b, solver: str = "exact", inputs: str = "logits", *,
                         epochs: int = 500, lr: float = 0.1, batch_size: int = 64,
                         beta0: float = 1.0, seed: int = 0, progress: bool = False) -> PAResult:
@@ -176,6 +179,7 @@ def posterior_agreement(scores_a, scores_b, solver: str = "exact", inputs: str =
                     epoch=epoch, history=history)
 
 
+@limit_threads(lambda scores_a, scores_b, betas, *args, **kwargs: size_of(scores_a) * size_of(betas))
 def pa_curve(scores_a, scores_b, betas, inputs: str = "logits") -> np.ndarray:
     """The objective sum_i k_i(beta) (paper scale) at each beta in `betas`, for one pair."""
     a, b = validate_scores(scores_a, scores_b, inputs)

@@ -57,9 +57,9 @@ static void block_terms(const double *rows, const double *d, long n, long K, dou
 /* For each request r: the four sums of block_terms over all N rows of pair pairs[r] at
  * beta[r], written to out[4r .. 4r+3]. */
 void pa_terms(const double *X, const double *delta, long N, long K, long R, const long *pairs,
-              const double *beta, double *out)
+              const double *beta, double *out, int threads)
 {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
         double *t = malloc(BLOCK * 3 * K * sizeof(double));
 #pragma omp for schedule(dynamic, 1)
@@ -81,9 +81,9 @@ void pa_terms(const double *X, const double *delta, long N, long K, long R, cons
  * `step0` steps were taken before this epoch; beta, m and v are updated in place. */
 void pa_adam_epoch(const double *X, const double *delta, long P, long N, long K,
                    const long *order, long batch, double lr, double b1, double b2, double eps,
-                   long step0, double *beta, double *m, double *v)
+                   long step0, double *beta, double *m, double *v, int threads)
 {
-#pragma omp parallel
+#pragma omp parallel num_threads(threads)
     {
         double *t = malloc(BLOCK * 3 * K * sizeof(double));
         double *rows = malloc(batch * 3 * K * sizeof(double));
