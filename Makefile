@@ -3,7 +3,7 @@ VENV ?= $(HOME)/.cache/pabench/venv
 BIN := $(VENV)/bin
 CORES ?= all
 
-.PHONY: env browser workflow test test-fast test-slurm rehearsal report bench
+.PHONY: env browser workflow test test-fast test-slurm test-slurm-ci rehearsal report bench
 
 env:
 	@bash envs/install.sh "$(VENV)"
@@ -33,6 +33,11 @@ test-fast: env
 test-slurm: env
 	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 bash tests/slurm/cluster.sh run \
 		python -m pytest -q -s --durations=0 -p no:cacheprovider tests/slurm
+
+# The same tests on the two toy figures' jobs only (.ci/run runs it after `make test`).
+test-slurm-ci: env
+	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 PABENCH_SLURM_TARGETS="figures/pa/fig01.pdf figures/pa/fig02.pdf" \
+		bash tests/slurm/cluster.sh run python -m pytest -q -s -p no:cacheprovider tests/slurm
 
 # Snakemake's offline HTML report of the current results (figures, tables, claims, timings).
 report: env
