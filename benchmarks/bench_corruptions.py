@@ -10,7 +10,8 @@ Images: the 20 real CIFAR-10 test images shipped with foolbox, tiled.  Targets (
 corruption >= 10x faster than its per-image version; the full size within 3 minutes on 2 cores.
 The per-image versions draw from numpy's global-style generator (other draws, same formula);
 motion blur and snow use the same ImageMagick kernel as ours (the reference calls ImageMagick),
-frost our textures (the reference reads photographs from disk for every image).
+frost our textures (the reference reads photographs from disk for every image), spatter's liquid
+our OpenCV steps on one image (`liquid.shading`; the reference calls OpenCV).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from PIL import Image
 from scipy import ndimage
 
 from pabench.datasets.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, corrupt
-from pabench.datasets.corruptions import blur, digital, noise, weather
+from pabench.datasets.corruptions import blur, digital, liquid, noise, weather
 from pabench.datasets.corruptions.frost import frost_textures
 from pabench.datasets.corruptions.write import write_cifar_c
 
@@ -112,6 +113,18 @@ def per_image(name, img, s):
         top = x.max()
         plasma = weather.plasma_fractal(_NumpyDraws(), 1, 32, decay)[0].numpy()
         return np.clip((x + strength * plasma[..., None]) * top / (top + strength), 0, 1) * 255
+    if name == "spatter":
+        mean, std, sigma, thr, intensity, mud = weather.SPATTER[s - 1]
+        x = x.astype(np.float32)
+        layer = ndimage.gaussian_filter(RNG.normal(mean, std, (32, 32)), sigma, mode="nearest")
+        layer[layer < thr] = 0
+        if mud:
+            m = ndimage.gaussian_filter((layer > thr).astype(np.float32), intensity, mode="nearest")[..., None]
+            m[m < 0.8] = 0
+            return np.clip(x * (1 - m) + np.float32([63, 42, 20]) / 255 * m, 0, 1) * 255
+        m = liquid.shading(np.uint8(np.clip(layer * 255, 0, 255))[None])[0]
+        m = (m / m.max() * np.float32(intensity))[..., None]
+        return np.clip(x + m * np.float32([175, 238, 238]) / 255, 0, 1) * 255
     if name == "brightness":
         v = x.max(-1, keepdims=True)
         v2 = np.clip(v + digital.BRIGHTNESS[s - 1], 0, 1)

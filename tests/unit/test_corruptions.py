@@ -227,6 +227,115 @@ def test_fog_plasma_is_normalised_and_frost_blends_the_textures(cifar):
     assert residual[ok].min() >= -1e-9 and residual[ok].max() <= 255 + 1e-9
 
 
+def _canny_per_pixel(u8):
+    """OpenCV's Canny (3x3 Sobel with repeated borders, L1 magnitude, thresholds 50 and 150) of
+    one image: a pixel above 50 is a peak if its magnitude beats the neighbour before it along the
+    gradient's 45-degree sector and is at least the one after (both strictly on diagonals);
+    peaks 8-connected to a peak above 150 are edges."""
+    g = u8.astype(np.int64)
+    dx, dy = ndimage.sobel(g, axis=1, mode="nearest"), ndimage.sobel(g, axis=0, mode="nearest")
+    mag = np.abs(dx) + np.abs(dy)
+    padded = np.pad(mag, 1)
+    peak = np.zeros(mag.shape, bool)
+    for i, j in zip(*np.nonzero(mag > 50)):
+        ax, ay, m = abs(dx[i, j]), abs(dy[i, j]), mag[i, j]
+        if ay < np.tan(np.pi / 8) * ax:
+            before, after, tie = (0, -1), (0, 1), True
+        elif ay > np.tan(3 * np.pi / 8) * ax:
+            before, after, tie = (-1, 0), (1, 0), True
+        else:
+            s = 1 if dx[i, j] * dy[i, j] > 0 else -1
+            before, after, tie = (-1, -s), (1, s), False
+        b, a = padded[i + 1 + before[0], j + 1 + before[1]], padded[i + 1 + after[0], j + 1 + after[1]]
+        peak[i, j] = m > b and (m >= a if tie else m > a)
+    labels, _ = ndimage.label(peak, structure=np.ones((3, 3)))
+    return peak & np.isin(labels, labels[peak & (mag > 150)])
+
+
+def _chamfer_per_pixel(edges):
+    """OpenCV's 5x5 chamfer distance (float32 steps 1, 1.4, 2.1969) to the nearest edge in closed
+    form: a move (big, small) costs small knight moves and big - 2 small unit steps when
+    big >= 2 small, else big - small knight moves and 2 small - big diagonals."""
+    a, b, c = (float(np.float32(v)) for v in (1, 1.4, 2.1969))
+    ei, ej = np.nonzero(edges)
+    if len(ei) == 0:
+        return np.full(edges.shape, np.float32(1e6))
+    ii, jj = np.mgrid[:edges.shape[0], :edges.shape[1]]
+    di, dj = np.abs(ii[..., None] - ei), np.abs(jj[..., None] - ej)
+    big, small = np.maximum(di, dj), np.minimum(di, dj)
+    cost = np.where(big >= 2 * small, small * c + (big - 2 * small) * a, (big - small) * c + (2 * small - big) * b)
+    return cost.min(-1).astype(np.float32)          # exact in float64, rounded once
+
+
+def _equalize_per_image(u8):
+    """OpenCV's equalizeHist: level v -> round(255 #(min < pixel <= v) / #(pixel > min)), float32."""
+    values, counts = np.unique(u8, return_counts=True)
+    if len(values) == 1:
+        return u8
+    scale = np.float32(255) / np.float32(u8.size - counts[0])
+    lut = np.rint((np.cumsum(counts) - counts[0]).astype(np.float32) * scale).astype(np.uint8)
+    return lut[np.searchsorted(values, u8)]
+
+
+def _spatter_per_image(img, severity, z):
+    """The reference generator's spatter of one image from its standard normal draws z (32, 32),
+    step by step with scipy: liquid (1-3) shades pale turquoise by the layer times its embossed,
+    equalised distance to the layer's Canny edges; mud (4-5) pastes brown."""
+    mean, std, sigma, threshold, intensity, mud = weather.SPATTER[severity - 1]
+    x = img.astype(np.float32) / np.float32(255)
+    layer = ndimage.gaussian_filter((np.float32(mean) + np.float32(std) * z).astype(np.float64), sigma,
+                                    mode="nearest")
+    layer[layer < threshold] = 0
+    if mud:
+        m = ndimage.gaussian_filter((layer > threshold).astype(np.float32), intensity, mode="nearest")
+        m[m < 0.8] = 0
+        brown = np.array([63, 42, 20], np.float32) / np.float32(255)
+        return np.uint8(np.clip(x * (1 - m[..., None]) + brown * m[..., None], 0, 1) * np.float32(255))
+    u8 = (np.floor(layer * 255).astype(np.int64) % 256).astype(np.uint8)     # np.uint8 on x86
+    dist = np.minimum(_chamfer_per_pixel(_canny_per_pixel(u8)), np.float32(20)).astype(np.float64)
+    ones = np.ones((3, 3))
+    dist = (ndimage.correlate(dist, ones, mode="mirror") * (1 / 9)).astype(np.float32).astype(np.uint8)
+    dist = _equalize_per_image(dist).astype(np.int64)
+    dist = ndimage.correlate(dist, np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]]), mode="mirror")
+    dist = np.rint(ndimage.correlate(dist.clip(0, 255), ones.astype(np.int64), mode="mirror") / 9)
+    m = u8.astype(np.float32) * dist.astype(np.float32)
+    m = m / m.max() * np.float32(intensity)
+    turquoise = np.array([175, 238, 238], np.float32) / np.float32(255)
+    return np.uint8(np.clip(x + m[..., None] * turquoise, 0, 1) * np.float32(255))
+
+
+def test_spatter_is_the_reference_steps_redone_per_image(cifar):
+    """Every severity's bytes against the reference's steps redone image by image with scipy
+    (independent algorithms: per-pixel suppression, labelled hysteresis, closed-form chamfer
+    distance) from the same normal draws."""
+    for severity in SEVERITIES:
+        ours = corrupt(cifar, "spatter", severity, seed=4)
+        z = Streams(4, "spatter", severity, np.arange(20)).normal(32, 32).numpy()
+        for i in range(20):
+            np.testing.assert_array_equal(ours[i], _spatter_per_image(cifar[i], severity, z[i]),
+                                          err_msg=f"severity {severity}, image {i}")
+
+
+def test_spatter_opencv_steps_on_known_inputs():
+    from pabench.datasets.corruptions import liquid
+
+    one = np.zeros((1, 9, 9), bool)
+    one[0, 4, 4] = True
+    d = liquid.chamfer_distance(one)[0]
+    f = np.float32
+    for (i, j), v in {(4, 5): 1, (5, 5): f(1.4), (5, 6): f(2.1969), (6, 6): f(2.8), (4, 8): 4,
+                      (0, 0): f(5.6)}.items():
+        assert d[i, j] == v, (i, j, d[i, j], v)
+    assert (liquid.chamfer_distance(np.zeros((1, 5, 5), bool)) > 20).all()   # no edge: far
+    img = np.array([[[10, 10], [20, 30]], [[7, 7], [7, 7]]], np.uint8)
+    # (20 - 10): one of two pixels above the minimum, 127.5, rounds half to even; one level: kept
+    np.testing.assert_array_equal(liquid.equalize_hist(img), [[[0, 0], [128, 255]], [[7, 7], [7, 7]]])
+    square = np.zeros((1, 8, 8), np.uint8)
+    square[0, 2:6, 2:6] = 200
+    np.testing.assert_array_equal(liquid.canny(square, 50, 150)[0], _canny_per_pixel(square[0]))
+    assert liquid.canny(square, 50, 150).sum() > 0
+
+
 # --- the CIFAR-10-C layout --------------------------------------------------------------------
 
 def test_writer_makes_the_published_layout_the_same_for_any_split(cifar, tmp_path):

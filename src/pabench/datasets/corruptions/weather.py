@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy import ndimage
 
+from pabench.datasets.corruptions import liquid
 from pabench.datasets.corruptions.blur import motion_blur_u8
-from pabench.datasets.corruptions.filters import gaussian
 from pabench.datasets.corruptions.frost import frost_textures
 
 # (mean, std, zoom, threshold, blur radius, blur sigma, blend)
@@ -128,38 +129,41 @@ def fog(x, severity, rs):
     return (x * top / (top + strength)).clamp_(0, 1) * 255
 
 
+def spatter_layer(rs, severity: int, h: int, w: int) -> np.ndarray:
+    """Each image's liquid layer (B, H, W) float64: normal draws blurred as skimage's gaussian
+    (scipy's gaussian_filter, which the reference calls through it), values below the threshold
+    set to 0."""
+    mean, std, sigma, threshold = SPATTER[severity - 1][:4]
+    layer = ndimage.gaussian_filter((mean + std * rs.normal(h, w)).double().numpy(), (0, sigma, sigma),
+                                    mode="nearest")
+    layer[layer < threshold] = 0
+    return layer
+
+
 def spatter(x, severity, rs):
-    """Liquid (severities 1-3) or mud (4-5) blobs from a thresholded, blurred noise layer.  The mud
-    branch follows the reference exactly; the liquid branch replaces OpenCV's Canny, distance
-    transform and histogram equalisation with the simpler steps in `_liquid_shading`."""
-    mean, std, sigma, threshold, intensity, mud = SPATTER[severity - 1]
+    """Liquid (severities 1-3) or mud (4-5) blobs where the blurred noise layer passes its
+    threshold.  Liquid adds pale turquoise weighted by the layer times its embossed, equalised
+    distance to the layer's Canny edges (`liquid.shading`), normalised to the image's maximum;
+    mud replaces the image by brown where the blurred blob mask reaches 0.8."""
+    intensity, mud = SPATTER[severity - 1][4:]
     x = x.float() / 255
     b, _, h, w = x.shape
-    layer = gaussian((mean + std * rs.normal(h, w)).double().unsqueeze(1), sigma)
-    layer[layer < threshold] = 0
+    layer = spatter_layer(rs, severity, h, w)
     if mud:
-        m = gaussian((layer > threshold).double(), intensity).float()
+        # float32 in, float32 between the two axes' passes (skimage keeps float32)
+        m = ndimage.gaussian_filter((layer > SPATTER[severity - 1][3]).astype(np.float32),
+                                    (0, intensity, intensity), mode="nearest")
+        m = torch.from_numpy(m).unsqueeze(1)
         m[m < 0.8] = 0
         colour = torch.tensor([63, 42, 20]).reshape(1, 3, 1, 1) / 255
         return (x * (1 - m) + colour * m).clamp_(0, 1) * 255
-    m = _liquid_shading(layer)
+    # np.uint8 of layer * 255: truncated, and taken modulo 256 above 255 (x86's cast)
+    u8 = (np.floor(layer * 255).astype(np.int64) % 256).astype(np.uint8)
+    m = liquid.shading(u8)
+    top = m.reshape(b, -1).max(1).reshape(b, 1, 1)
+    # An image without liquid divides 0 by 0 in the reference: NaN, which np.uint8 makes 0
+    with np.errstate(invalid="ignore"):
+        m = m / top * np.float32(intensity)
     colour = torch.tensor([175, 238, 238]).reshape(1, 3, 1, 1) / 255
-    return (x + intensity * m * colour).clamp_(0, 1) * 255
-
-
-def _liquid_shading(layer: torch.Tensor) -> torch.Tensor:
-    """Per-image shading of the liquid layer in [0, 1]: the layer (as uint8) times a smoothed
-    distance-to-edge map, normalised by its maximum (the reference's final steps)."""
-    from scipy.ndimage import distance_transform_edt
-
-    u8 = (layer * 255).floor().clamp(0, 255)
-    edges = (u8 > 0).numpy()
-    inner = np.zeros_like(edges)
-    inner[..., 1:-1, 1:-1] = edges[..., :-2, 1:-1] & edges[..., 2:, 1:-1] & edges[..., 1:-1, :-2] & edges[..., 1:-1, 2:]
-    boundary = edges & ~inner
-    # A huge spacing along the batch axis keeps each image's distances to its own edges.
-    dist = distance_transform_edt(~boundary[:, 0], sampling=(1e6, 1, 1))[:, None]
-    dist = gaussian(torch.from_numpy(np.minimum(dist, 20.0)), 1.0, mode="mirror")
-    m = (u8 * dist).float()
-    top = m.reshape(len(m), -1).max(1).values.clamp_min(1e-12).reshape(-1, 1, 1, 1)
-    return m / top
+    out = (x + torch.from_numpy(m).unsqueeze(1) * colour).clamp_(0, 1) * 255
+    return out.nan_to_num_(0.0)
