@@ -2,6 +2,7 @@
 
     pabench pa A B [--solver exact|adam] [--inputs logits|log_probs|probs]   # prints JSON
     pabench avgcase MODEL INPUTS --sigma 0.1 [0.2 ...] [--estimators mc,taylor,mmse] [--out p.csv]
+    pabench oodrb MODEL [--arch module:Class] [--configfile overlay.yaml] [--zoo shifts.csv] [--out DIR]
     pabench check-config [config.yaml workflow/config/test.yaml ...]
     pabench wandb-runs [data/wandb]
     pabench wandb-dashboard [--dir data/wandb] [--entity E] [--project pabench] [--url URL] [--dry-run]
@@ -40,17 +41,11 @@ def cmd_pa(args) -> int:
 
 
 def _load_model(path):
-    """A whole model: TorchScript, or a pickled nn.Module (trusted files only: it runs code)."""
-    import torch
+    """A whole model: a torch.export archive, TorchScript, or a pickled nn.Module (trusted files
+    only: it runs code)."""
+    from pabench.core.modelfile import load_model
 
-    try:
-        return torch.jit.load(path, map_location="cpu")
-    except (RuntimeError, ValueError):
-        model = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"{path}: holds a {type(model).__name__}, not a model (save the module "
-                         "itself, or TorchScript)")
-    return model
+    return load_model(path, allow_pickle=True)
 
 
 def cmd_avgcase(args) -> int:
@@ -83,6 +78,32 @@ def cmd_avgcase(args) -> int:
         write_csv(args.out, table)
     summary = table.groupby(["sigma", "estimator"]).p.mean().unstack()
     print(summary.to_string(float_format=lambda v: f"{v:.4f}"))
+    return 0
+
+
+def cmd_oodrb(args) -> int:
+    import logging
+
+    from pabench.experiments.oodrb import user
+
+    kwargs = None
+    if args.arch_kwargs:
+        try:
+            kwargs = json.loads(args.arch_kwargs)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--arch-kwargs: not JSON ({err})") from None
+        if not isinstance(kwargs, dict):
+            raise ValueError("--arch-kwargs: give a JSON object, e.g. '{\"num_classes\": 10}'")
+    logging.basicConfig(format="%(message)s")        # progress: pabench's own log lines only
+    logging.getLogger("pabench").setLevel(logging.INFO)
+    report = user.benchmark(args.model, name=args.name, configfiles=args.configfile, zoo=args.zoo,
+                            out=args.out, device=args.device, arch=args.arch,
+                            arch_kwargs=kwargs, fresh_data=args.fresh_data)
+    summary = report.summary()[["name", "accuracy", "robustness", "log_pa",
+                                "effective_accuracy", "effective_robustness"]]
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    for path in user.output_paths(args.out, report.name).values():
+        print(f"wrote {path}")
     return 0
 
 
@@ -173,6 +194,26 @@ def build_parser() -> argparse.ArgumentParser:
     ac.add_argument("--key", help="array name inside .npz / .pt files")
     ac.add_argument("--out", help="write every point's estimate to this CSV")
     ac.set_defaults(func=cmd_avgcase)
+
+    oo = sub.add_parser("oodrb", help="benchmark your own model on OODRobustBench's shifts: ID, "
+                        "every dataset and threat shift (MM5), OOD_d / OOD_t, effective robustness "
+                        "against the zoo's lines, PA; a table (CSV, Markdown) and a figure")
+    oo.add_argument("model", help="a torch.export archive (.pt2), TorchScript, a pabench zoo "
+                    "checkpoint, or a state_dict with --arch; takes (N, 3, H, W) images in [0, 1], "
+                    "returns logits")
+    oo.add_argument("--arch", help="the architecture of a state_dict: package.module:Class, or a "
+                    "pabench architecture (smallcnn<c>, cnn, preact_resnet18, wrn28_10)")
+    oo.add_argument("--arch-kwargs", help="JSON keyword arguments of the architecture")
+    oo.add_argument("--name", help="the model's name in the outputs (default: the file's stem)")
+    oo.add_argument("--configfile", nargs="+", default=[],
+                    help="config overlays laid over config.yaml, as in snakemake (the scale)")
+    oo.add_argument("--zoo", help="a finished workflow run's stacked shifts table (default "
+                    "data/results/oodrb/shifts.csv where present)")
+    oo.add_argument("--out", default="figures/oodrb/user", help="output folder")
+    oo.add_argument("--device", help="cpu, cuda or auto (default: oodrb.device)")
+    oo.add_argument("--fresh-data", action="store_true",
+                    help="build every data set anew instead of reading the workflow's data/ files")
+    oo.set_defaults(func=cmd_oodrb)
 
     co = sub.add_parser("corrupt", help="write CIFAR-10-C style corruptions of uint8 images in "
                         "the published layout (<corruption>.npy with severities 1-5, labels.npy)")
