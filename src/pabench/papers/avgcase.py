@@ -89,7 +89,7 @@ def _case_sigma(config: dict):
         return c["sigma"]
     return (f"fewest_ties: the sigma of the grid at which the fewest of the model's estimated "
             f"points have p_mmse within {c['tie']:g} of 0 or 1 (of equal counts the smaller; per "
-            "training seed, the table names it)")
+            "training seed; the case-study table and Figure 3's title name it)")
 
 
 ENTRIES = (
@@ -147,8 +147,8 @@ ENTRIES = (
           "Linear models (Section 4.1, Appendix A.4): mean absolute difference between MMSE with n "
           "noisy copies and the exact closed form (Lemma 1) against n, one line per sigma (mean "
           "over the training seeds), with the 1/sqrt(n) that the noise of the averaged g in z "
-          "predicts and Taylor's difference (exact for a linear model); the claim avg-linear-exact "
-          "reads MMSE at the paper's n = 500",
+          "predicts and Taylor's largest difference in the title (exact for a linear model); the "
+          "claim avg-linear-exact reads MMSE at the paper's n = 500",
           inputs=_table("linear_convergence"),
           meta=lambda c: {**_meta(c, plan.linear(c)), "MMSE copies": _avg(c)["linear_convergence"]["n"]},
           enabled=lambda c: bool(plan.linear(c)),
