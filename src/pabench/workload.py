@@ -308,7 +308,7 @@ def _estimators(job, net, mc, mmse, fwd) -> list[Work]:
 
 def _case_study(job, net, s, n_test) -> list[Work]:
     """p_mmse of the images, then the small CNN trained on the top and bottom quantile of it and
-    of softmax (two trainings)."""
+    of softmax (two trainings; an upper bound: they split only the pool of untied images)."""
     c = s["case_study"]
     images = min(c["images"], n_test)
     picked = 2 * int(images * c["quantile"])
