@@ -239,8 +239,9 @@ def _dg_run(job, net, algorithm, settings, train, val, epochs) -> list[Work]:
 
 # ------------------------------------------------------------------ average-case robustness
 def average_case(config: dict) -> list[Work]:
-    """Every model once per training seed; its estimates and the case study for every seed, PA
-    under noise, convergence and runtime for the first."""
+    """Every model once per training seed; its estimates, the case study and (linear models) MMSE
+    against the exact answer for every seed, PA under noise, convergence and runtime for the
+    first."""
     s, out = config["avgcase"], []
     seeds = avg.seeds(config)
     for ref in avg.models(config):
@@ -264,6 +265,10 @@ def average_case(config: dict) -> list[Work]:
                                    fwd=2 * points)
             if ref == s["case_study"]["model"]:
                 out += _case_study(f"avg_case_study {run}", net, s, n_test)
+            if m.arch == "linear":   # MMSE at every n of the grid, every sigma
+                out += _estimators(f"avg_linear_convergence {run}", net, mc=0,
+                                   mmse=points * sigmas * sum(s["linear_convergence"]["n"]),
+                                   fwd=points)
         first = f"{ref}/{seeds[0]}"
         out.append(Work("avgcase", f"avg_noise_pa {first}", net, "forward", points * (1 + sigmas),
                         {"fwd": points * (1 + sigmas)}))
@@ -303,7 +308,7 @@ def _estimators(job, net, mc, mmse, fwd) -> list[Work]:
 
 def _case_study(job, net, s, n_test) -> list[Work]:
     """p_mmse of the images, then the small CNN trained on the top and bottom quantile of it and
-    of softmax (two trainings)."""
+    of softmax (two trainings; an upper bound: they split only the pool of untied images)."""
     c = s["case_study"]
     images = min(c["images"], n_test)
     picked = 2 * int(images * c["quantile"])

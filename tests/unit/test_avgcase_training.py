@@ -113,3 +113,22 @@ def test_every_architecture_is_in_the_schema_and_builds_at_its_width():
         assert [c.out_channels for c in convs] == [width, 2 * width], arch
     with pytest.raises(ValueError, match="cnn_w4"):
         build("cnn_w4", (1, 28, 28), 10)
+
+
+@pytest.mark.parametrize("batch", [16, 128])
+def test_lambda_on_the_cited_codes_scale(batch):
+    """The code the paper cites (tml-tuebingen/pags) adds reg_constant * 1e5 * ||grad_x of the
+    batch-mean CE||^2 summed over the batch / B; plan.cited_reg_constant(lambda, B) is the
+    reg_constant that gives the same penalty as our lambda * mean_i ||grad_x CE_i||^2."""
+    from pabench.experiments.avgcase.plan import cited_reg_constant
+
+    torch.manual_seed(0)
+    model = build("linear", (1, 8, 8), 3)
+    x, y = _batch(seed=1, n=batch)
+    _, ours = _explicit(model, x, y)
+    x = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(F.cross_entropy(model(x), y), x)   # of the batch's mean CE
+    theirs = 1e5 * grad.pow(2).sum().item() / batch
+    lam = 0.03
+    assert lam * ours == pytest.approx(cited_reg_constant(lam, batch) * theirs, rel=1e-5)
+    assert cited_reg_constant(lam) == pytest.approx(lam * 128 ** 2 / 1e5)   # their default batch

@@ -138,9 +138,10 @@ def test_a_new_seed_runs_only_its_own_jobs(finished):
     jobs = planned(finished, *TEST, str(overlay))
     per_seed = [(r, wc) for r, wc in jobs if r in ("adv_train", "adv_attack", "adv_score", "avg_train",
                                                   "avg_estimates", "avg_estimates_sigma",
-                                                  "avg_case_study")]
+                                                  "avg_case_study", "avg_linear_convergence")]
     assert {r for r, _ in per_seed} == {"adv_train", "adv_attack", "adv_score", "avg_train",
-                                        "avg_estimates", "avg_estimates_sigma", "avg_case_study"}
+                                        "avg_estimates", "avg_estimates_sigma", "avg_case_study",
+                                        "avg_linear_convergence"}
     assert all("seed=2" in wc or "-s2," in wc for _, wc in per_seed), per_seed
     rules = {r for r, _ in jobs}
     assert not rules & {"adv_data", "avg_data", "avg_noise_pa", "avg_runtime", "avg_convergence",

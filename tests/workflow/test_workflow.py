@@ -24,7 +24,7 @@ GROUPS = {"toy_bernoulli": "toy", "toy_gaussian": "toy", "mnist_pools": "mnist",
           **{rule: "avgcase" for rule in ("avg_data", "avg_train", "avg_estimates", "avg_estimates_sigma",
                                           "avg_noise_pa",
                                           "avg_convergence", "avg_case_study", "avg_runtime",
-                                          "avg_table")},
+                                          "avg_linear_convergence", "avg_table")},
           **{rule: "oodrb" for rule in ("oodrb_data", "oodrb_shift", "oodrb_train", "oodrb_shifts",
                                         "oodrb_shift_scores", "oodrb_attacks", "oodrb_table")},
           **{entry.rule: entry.experiment for entry in PA + AVG + OODRB + THESIS}}
@@ -162,8 +162,8 @@ def test_adversarial_results(ran):
 def test_avgcase_results(ran):
     root, _ = ran
     assert [e.name for e in AVG] == ["fig2a", "fig2b", "fig3", "fig4", "fig10", "convergence",
-                                     "noise_pa", "table1", "case_study", "models",
-                                     "noise_pa_correlation", "errors"]
+                                     "linear_convergence", "noise_pa", "table1", "case_study",
+                                     "models", "noise_pa_correlation", "errors"]
     cfg = scale_config()["avgcase"]
     models = pd.read_csv(root / "figures/avgcase/models.csv")
     # The MNIST models learn even at test scale (chance is 0.1); the test-scale ResNet (400

@@ -1,5 +1,5 @@
 """Rules avg_estimates, avg_estimates_sigma, avg_noise_pa, avg_convergence, avg_case_study,
-avg_runtime: one evaluation of one trained model (the rule's `kind`), written as one CSV.  With
+avg_runtime, avg_linear_convergence: one evaluation of one trained model (the rule's `kind`), written as one CSV.  With
 avgcase.split_sigmas, avg_estimates stacks its avg_estimates_sigma files instead."""
 from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import pandas as pd
@@ -42,7 +42,10 @@ def evaluate(smk, kind: str, s: dict, m):
     if kind == "case_study":
         c = s["case_study"]
         return compute.case_study(model, m, x[:c["images"]], c, s["softmax"]["temperature"],
-                                  s["train"], device)
+                                  s["train"], device, read_table(smk.input.estimates))
+    if kind == "linear_convergence":
+        return compute.linear_convergence(model, m, x[:n], s["linear_convergence"]["n"],
+                                          read_table(smk.input.estimates), device, seed=m.seed)
     return compute.runtime(model, m, x[:s["runtime"]["points"]], s["runtime"], device)
 
 

@@ -50,13 +50,19 @@ def _describe(*refs: str) -> str:
 
 
 def _penalty(config: dict, refs) -> dict:
-    """How the models with lambda > 0 among `refs` were penalised (nothing if none is)."""
-    if not any(paths.parse_avg_model(*_split(ref)).lam > 0 for ref in refs):
+    """How the models with lambda > 0 among `refs` were penalised (nothing if none is), and
+    their lambdas on the scale of the code the paper cites (plan.cited_reg_constant)."""
+    lams = sorted({lam for ref in refs if (lam := paths.parse_avg_model(*_split(ref)).lam) > 0})
+    if not lams:
         return {}
     every = _avg(config)["train"].get("penalty_every", 1)
     return {"training": "gradient-norm penalty at every step" if every == 1 else
             f"gradient-norm penalty on every {every}th step at {every} x lambda "
-            "(lazy regularisation)"}
+            "(lazy regularisation)",
+            "penalty scale": "lambda * mean over the batch of ||grad_x CE||^2; the cited code "
+            f"(tml-tuebingen/pags, batch {plan.CITED_BATCH}) weighs the same term by "
+            f"reg_constant * 1e5 / {plan.CITED_BATCH}^2: lambda "
+            + ", ".join(f"{lam:g} = reg_constant {plan.cited_reg_constant(lam):.2g}" for lam in lams)}
 
 
 def _meta(config: dict, refs, **extra) -> dict:
@@ -74,6 +80,16 @@ def _meta(config: dict, refs, **extra) -> dict:
 
 def _table(kind: str):
     return lambda c: {"table": paths.avg_table(kind)}
+
+
+def _case_sigma(config: dict):
+    """The case study's (and Figure 3's) sigma, or its rule."""
+    c = _avg(config)["case_study"]
+    if c["sigma"] != "fewest_ties":
+        return c["sigma"]
+    return (f"fewest_ties: the sigma of the grid at which the fewest of the model's estimated "
+            f"points have p_mmse within {c['tie']:g} of 0 or 1 (of equal counts the smaller; per "
+            "training seed; the case-study table and Figure 3's title name it)")
 
 
 ENTRIES = (
@@ -95,27 +111,30 @@ ENTRIES = (
     Entry(P, "fig3", f"{FIGURES}:fig3", "avgcase",
           "Figure 3: per class (true label), the test images of the main model with the highest "
           "and lowest p_mmse beside those with the highest and lowest softmax, the value under "
-          "each image (the first training seed)",
+          "each image, at the case study's sigma (the first training seed)",
           inputs=lambda c: {"estimates": _estimates(c, [_main(c)], first_seed=True),
                             "data": paths.avg_data(_split(_main(c))[0])},
-          args=lambda c: {"sigma": _avg(c)["case_study"]["sigma"]},
-          meta=lambda c: {**_meta(c, [_main(c)], sigma=_avg(c)["case_study"]["sigma"]),
-                          "seeds": plan.seeds(c)[:1]}),
+          args=lambda c: {"sigma": _avg(c)["case_study"]["sigma"], "tie": _avg(c)["case_study"]["tie"]},
+          meta=lambda c: {**_meta(c, [_main(c)], sigma=_case_sigma(c)), "seeds": plan.seeds(c)[:1]}),
     Entry(P, "fig4", f"{FIGURES}:fig4", "avgcase",
           "Figure 4: per-class distributions (box plots: quartiles, whiskers 1.5 IQR) of p_robust "
           "by MC and by MMSE at every sigma, one row per model: robustness bias between classes "
-          "(the points of every training seed)",
+          "(the points of every training seed; the claim tests the classes at every sigma with "
+          "Kruskal-Wallis, Bonferroni-corrected for the number of sigmas)",
           inputs=lambda c: {"estimates": _estimates(c, _avg(c)["class_bias"])},
           meta=lambda c: _meta(c, _avg(c)["class_bias"]),
           enabled=lambda c: bool(_avg(c)["class_bias"]),
           claims=("avg-class-bias",)),
     Entry(P, "fig10", f"{FIGURES}:fig10", "avgcase",
           "Figure 10 (appendix): mv-sigmoid(z) against mvn-cdf(z) of the same Taylor inputs z, "
-          "one dot per test point of the main model and training seed, with the diagonal; Pearson "
-          "r and mean absolute difference in the title",
+          "one dot per test point of the main model and training seed, with the diagonal; left at "
+          "the paper's sigma (every point), right over every sigma of the grid on the points whose "
+          "mvn-cdf is in [0.01, 0.99], where p is spread (what the claim measures: saturated "
+          "points agree trivially); Pearson r and mean absolute difference in the titles",
           inputs=lambda c: {"estimates": _estimates(c, [_main(c)])},
           args=lambda c: {"sigma": _avg(c)["mvs_sigma"]},
-          meta=lambda c: _meta(c, [_main(c)], sigma=_avg(c)["mvs_sigma"]),
+          meta=lambda c: _meta(c, [_main(c)], sigma=_avg(c)["mvs_sigma"],
+                               spread="mvn-cdf(z) in [0.01, 0.99], every sigma"),
           claims=("avg-mvs-tracks-mvn-cdf",)),
     Entry(P, "convergence", f"{FIGURES}:convergence", "avgcase",
           "Convergence (appendix): mean absolute difference between each sampling estimator with "
@@ -124,6 +143,16 @@ ENTRIES = (
           inputs=_table("convergence"),
           meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1],
                           **_avg(c)["convergence"]}),
+    Entry(P, "linear_convergence", f"{FIGURES}:linear_convergence", "avgcase",
+          "Linear models (Section 4.1, Appendix A.4): mean absolute difference between MMSE with n "
+          "noisy copies and the exact closed form (Lemma 1) against n, one line per sigma (mean "
+          "over the training seeds), with the 1/sqrt(n) that the noise of the averaged g in z "
+          "predicts and Taylor's largest difference in the title (exact for a linear model); the "
+          "claim avg-linear-exact reads MMSE at the paper's n = 500",
+          inputs=_table("linear_convergence"),
+          meta=lambda c: {**_meta(c, plan.linear(c)), "MMSE copies": _avg(c)["linear_convergence"]["n"]},
+          enabled=lambda c: bool(plan.linear(c)),
+          claims=("avg-linear-exact",)),
     Entry(P, "noise_pa", f"{FIGURES}:noise_pa", "avgcase",
           "PA under Gaussian noise (new, not in the paper): log PA (exact solver) between the clean "
           "and noisy logits of the same test points and the mean p_robust (MC) against sigma, per "
@@ -144,10 +173,13 @@ ENTRIES = (
           "Case study (Section 4.3): test and train accuracy (of the final epoch's batches, as "
           "trained on) of a simple CNN trained to tell apart the images with the highest and "
           "lowest p_mmse (and, separately, softmax), beside the paper's CIFAR-10 accuracy, per "
-          "training seed of the model", kind="table",
+          "training seed of the model. Both scores split the same pool: the images whose p_mmse "
+          "and softmax are both farther than `tie` from 0 and 1 (closer, no estimate orders them); "
+          "the share of images each score has tied is in the table", kind="table",
           inputs=_table("case_study"),
           meta=lambda c: {"data": _describe(_avg(c)["case_study"]["model"]), "seeds": plan.seeds(c),
-                          **{k: v for k, v in _avg(c)["case_study"].items() if k != "model"}},
+                          **{k: v for k, v in _avg(c)["case_study"].items() if k != "model"},
+                          "sigma": _case_sigma(c)},
           claims=("avg-case-study-mmse-beats-softmax",)),
     Entry(P, "models", f"{TABLES}:models", "avgcase",
           "Models: every model's final epoch of training with gradient-norm regularisation "
@@ -172,8 +204,7 @@ ENTRIES = (
           "linear models `linear` is the exact closed form", kind="table",
           inputs=lambda c: {"estimates": _estimates(c, _models(c))},
           args=lambda c: {"main": _main(c)},
-          meta=lambda c: _meta(c, _models(c)),
-          claims=("avg-linear-exact",)),
+          meta=lambda c: _meta(c, _models(c))),
 )
 
 
@@ -186,6 +217,8 @@ def _claim_tables(config: dict) -> dict:
               "avg_case_study": paths.avg_table("case_study")}
     if _avg(config)["class_bias"]:  # Figure 4 is built only then
         tables["avg_class_bias"] = paths.figure_files(P, "fig4")["csv"]
+    if plan.linear(config):
+        tables["avg_linear"] = paths.avg_table("linear_convergence")
     return tables
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from pabench.core.paths import AvgModel
+from pabench.experiments.avgcase import tables
 from pabench.experiments.avgcase.training import as_input
 from pabench.metrics.avgcase import estimators as est
 
@@ -159,38 +160,85 @@ def convergence(model, m: AvgModel, images_u8, sigma: float, ns, reference_n: in
     return pd.DataFrame(rows)
 
 
+def linear_convergence(model, m: AvgModel, images_u8, ns, estimates_table: pd.DataFrame, device,
+                       seed: int = 0) -> pd.DataFrame:
+    """A linear model's MMSE with each n of `ns` copies, and Taylor (n = 0), against the exact
+    closed form and against MC on the estimated points at every sigma of its estimates.  For a
+    linear model the averaged gradient is exact but the averaged g carries noise of standard
+    deviation 1/sqrt(n) in z, so MMSE approaches the exact answer only as n grows."""
+    x = as_input(images_u8, device)
+    _, target = est.predict(model, x)
+    est.linear_weights(model, x)   # a clear error for a model that is not linear
+    rows = []
+    for k, sigma in enumerate(sorted(estimates_table.sigma.unique())):
+        e = estimates_table[estimates_table.sigma == sigma].pivot(index="point", columns="estimator",
+                                                                  values="p").sort_index()
+        if len(e) != len(x):
+            raise ValueError(f"{len(e)} estimated points at sigma {sigma:g}, {len(x)} images")
+        exact, mc = e["linear"].to_numpy(), e["mc"].to_numpy()
+        found = {("taylor", 0): e["taylor"].to_numpy()}
+        for n in ns:
+            found["mmse", n] = est.p_mmse(model, x, sigma, n, target=target, seed=seed + k)
+        for (name, n), p in found.items():
+            rows.append({**_model_columns(m), "sigma": sigma, "estimator": name, "n": n,
+                         "mean_abs_diff_exact": float(np.abs(p - exact).mean()),
+                         "mean_abs_error": float(np.abs(p - mc).mean()),
+                         "exact_abs_error": float(np.abs(exact - mc).mean()),
+                         "n_points": len(x)})
+    return pd.DataFrame(rows)
+
+
 # ---------------------------------------------------------------------------------------------
 # Case study: can a small CNN tell high from low p_mmse images (and high from low softmax)?
 
+def untied_split(scores: dict, tie: float, quantile: float) -> tuple[np.ndarray, dict]:
+    """The pool, the images no score has tied at 0 or 1 (tables.tied), and per score its bottom
+    and top `quantile` of the pool, (low, high): both scores split the same images."""
+    pool = np.flatnonzero(~np.logical_or.reduce([tables.tied(p, tie) for p in scores.values()]))
+    k = int(len(pool) * quantile)
+    splits = {}
+    for name, p in scores.items():
+        order = pool[np.argsort(p[pool], kind="stable")]   # exact equals: by index
+        splits[name] = (order[:k], order[len(order) - k:])
+    return pool, splits
+
+
 def case_study(model, m: AvgModel, images_u8, cfg: dict, temperature: float, train_cfg: dict,
-               device) -> pd.DataFrame:
+               device, estimates_table: pd.DataFrame) -> pd.DataFrame:
+    """The CNN's accuracy per score at the configured sigma, or with "fewest_ties" at the sigma of
+    the grid where the fewest of the model's estimated points have p_mmse tied at 0 or 1."""
     from pabench.experiments.avgcase.training import train
 
     x = as_input(images_u8, device)
     _, target = est.predict(model, x)
     sigma = cfg["sigma"]
+    if sigma == tables.FEWEST_TIES:
+        sigma = tables.fewest_ties_sigma(estimates_table, cfg["tie"])
     scores = {"mmse": est.p_mmse(model, x, sigma, cfg["mmse_n"], target=target, seed=cfg["seed"]),
               "softmax": est.p_softmax(model, x, temperature, target=target)}
+    pool, splits = untied_split(scores, cfg["tie"], cfg["quantile"])
     rows = []
-    for name, score in scores.items():
-        # Ranks, not values: ties at p = 1 would otherwise put one side empty.
-        order = np.argsort(score + 1e-12 * np.random.default_rng(cfg["seed"]).random(len(score)),
-                           kind="stable")
-        k = int(len(order) * cfg["quantile"])
-        low, high = order[:k], order[-k:]
+    for name, (low, high) in splits.items():
+        k = len(low)
         idx = np.concatenate([low, high])
         y = np.concatenate([np.zeros(k, np.int64), np.ones(k, np.int64)])
         split = np.random.default_rng(cfg["seed"]).permutation(len(idx))
         n_test = int(len(idx) * cfg["test_fraction"])
         te, tr = split[:n_test], split[n_test:]
-        images = images_u8[idx]
-        _, history = train("cnn", 0.0, images[tr], y[tr], images[te], y[te],
-                           epochs=cfg["epochs"], batch_size=min(train_cfg["batch_size"], len(tr)),
-                           lr=train_cfg["lr"], seed=cfg["seed"], device=device)
-        rows.append({"dataset": m.dataset, "model": m.name, "seed": m.seed, "score": name, "sigma": sigma,
-                     "quantile": cfg["quantile"], "n_train": len(tr), "n_test": len(te),
-                     "train_accuracy": history[-1]["train_accuracy"],
-                     "test_accuracy": history[-1]["test_accuracy"]})
+        last = {"train_accuracy": np.nan, "test_accuracy": np.nan}
+        if n_test and len(tr):   # a pool too small to train and test on: no accuracy
+            images = images_u8[idx]
+            _, history = train("cnn", 0.0, images[tr], y[tr], images[te], y[te],
+                               epochs=cfg["epochs"], batch_size=min(train_cfg["batch_size"], len(tr)),
+                               lr=train_cfg["lr"], seed=cfg["seed"], device=device)
+            last = history[-1]
+        rows.append({"dataset": m.dataset, "model": m.name, "seed": m.seed, "score": name,
+                     "sigma": sigma, "tie": cfg["tie"],
+                     "tied_share": float(tables.tied(scores[name], cfg["tie"]).mean()),
+                     "pool": len(pool), "quantile": cfg["quantile"], "per_class": k,
+                     "n_train": len(tr), "n_test": len(te),
+                     "train_accuracy": last["train_accuracy"],
+                     "test_accuracy": last["test_accuracy"]})
     return pd.DataFrame(rows)
 
 

@@ -31,6 +31,11 @@ def models(config: dict) -> list[str]:
             for arch, lams in _avg(config)["models"].get(dataset, {}).items() for lam in lams]
 
 
+def linear(config: dict) -> list[str]:
+    """The linear models of the config (their MMSE is compared with the exact answer)."""
+    return [ref for ref in models(config) if model_of(ref).arch == "linear"]
+
+
 def main(config: dict) -> str:
     return _avg(config)["main"]
 
@@ -69,7 +74,8 @@ def table_inputs(config: dict, kind: str) -> list[str]:
     every, first = seeds(config), seeds(config)[:1]
     refs, seeds_ = {"history": (models(config), every), "noise_pa": (models(config), first),
                     "convergence": ([main(config)], first), "runtime": ([main(config)], first),
-                    "case_study": ([_avg(config)["case_study"]["model"]], every)}[kind]
+                    "case_study": ([_avg(config)["case_study"]["model"]], every),
+                    "linear_convergence": (linear(config), every)}[kind]
     return files(kind, refs, seeds_)
 
 
@@ -93,12 +99,29 @@ def train_params(config: dict) -> dict:
     return {k: v for k, v in _avg(config)["train"].items() if k != "seeds"}
 
 
+# The gradient-norm penalty of the code the paper cites for it (Srinivas, Bordt & Lakkaraju,
+# github.com/tml-tuebingen/pags, utils/regularized_loss.py GradNormRegularizedLoss, and its
+# train_models.py defaults): reg_constant * 1e5 * sum_i ||grad_{x_i} CE_mean||^2 / B, the
+# gradient taken of the batch's mean cross-entropy, so each point's is its own CE gradient / B.
+CITED_SCALE = 1e5
+CITED_BATCH = 128
+
+
+def cited_reg_constant(lam: float, batch_size: int = CITED_BATCH) -> float:
+    """The cited code's reg_constant that gives our penalty lambda * mean_i ||grad_x CE_i||^2:
+    theirs is reg_constant * 1e5 / B^2 * mean_i ||grad_x CE_i||^2 at batch size B, so
+    reg_constant = lambda * B^2 / 1e5 (B = 128, their default: lambda = 6.1 x reg_constant)."""
+    return lam * batch_size ** 2 / CITED_SCALE
+
+
 def eval_settings(config: dict) -> dict:
     """The settings an evaluation of a model reads: the section without the seed list."""
     return {**_avg(config), "train": train_params(config)}
 
 
-TABLES = ("history", "noise_pa", "convergence", "runtime", "case_study")
-# Evaluations of a trained model, one rule each (avg_<kind>), and the per-model files each reads.
-EVALUATIONS = {"estimates": (), "noise_pa": ("estimates",), "convergence": (), "case_study": (),
-               "runtime": ()}
+TABLES = ("history", "noise_pa", "convergence", "runtime", "case_study", "linear_convergence")
+# Evaluations of a trained model, one rule each (avg_<kind>), and the per-model files each reads
+# (the case study chooses its sigma from the estimates; linear_convergence compares with their
+# exact and MC values).
+EVALUATIONS = {"estimates": (), "noise_pa": ("estimates",), "convergence": (),
+               "case_study": ("estimates",), "runtime": (), "linear_convergence": ("estimates",)}

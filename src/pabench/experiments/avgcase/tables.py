@@ -17,6 +17,25 @@ ESTIMATORS = ("mmse", "mmse_mvs", "taylor", "taylor_mvs", "softmax", "linear")
 PAPER_TABLE1 = {"mc": (6071, 1196), "taylor": (8, 2), "mmse": (41, 6)}
 # The paper's case study (Section 4.3, CIFAR-10): test accuracy of the CNN per score.
 PAPER_CASE_STUDY = {"mmse": 0.92, "softmax": 0.58}
+# The case study's sigma rule (config avgcase.case_study.sigma).
+FEWEST_TIES = "fewest_ties"
+
+
+def tied(p, tie: float) -> np.ndarray:
+    """p within `tie` of 0 or 1: values no ranking can order (the normal CDF's error and MMSE's
+    sampling noise exceed their differences, and many points sit there at once)."""
+    p = np.asarray(p, dtype=float)
+    return (p <= tie) | (p >= 1 - tie)
+
+
+def fewest_ties_sigma(estimates: pd.DataFrame, tie: float, estimator: str = "mmse") -> float:
+    """The sigma of the grid at which the fewest points' p (of `estimator`) are tied at 0 or 1;
+    of equal counts the smaller sigma."""
+    e = estimates[estimates.estimator == estimator]
+    if e.empty:
+        raise ValueError(f"no {estimator} estimates to choose the sigma from")
+    counts = e.assign(tied=tied(e.p, tie)).groupby("sigma").tied.sum().sort_index()
+    return float(counts.idxmin())   # the first of equal minima: the smaller sigma
 
 
 def read_estimates(paths_) -> pd.DataFrame:
@@ -77,12 +96,14 @@ def table1(inputs: dict) -> pd.DataFrame:
 
 
 def case_study(inputs: dict) -> pd.DataFrame:
-    """Accuracy of the CNN telling apart the top and bottom quantile of each score."""
+    """Accuracy of the CNN telling apart the top and bottom quantile of each score's untied pool,
+    per training seed of the model, with the share of images each score has tied at 0 or 1."""
     t = read_table(inputs["table"])
     return pd.DataFrame({
-        "dataset": t.dataset, "model": t.model,
+        "dataset": t.dataset, "model": t.model, "seed": t.seed,
         "score": ["p_mmse" if s == "mmse" else s for s in t.score], "sigma": t.sigma,
-        "quantile": t["quantile"], "test accuracy": t.test_accuracy,
+        "tied share (images)": t.tied_share, "pool (untied images)": t.pool,
+        "quantile": t["quantile"], "per class": t.per_class, "test accuracy": t.test_accuracy,
         "train accuracy": t.train_accuracy, "n train": t.n_train, "n test": t.n_test,
         "paper test accuracy (CIFAR-10)": [PAPER_CASE_STUDY.get(s, np.nan) for s in t.score]})
 

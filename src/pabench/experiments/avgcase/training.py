@@ -1,6 +1,7 @@
 """Models of the average-case robustness experiments and their training with gradient-norm
 regularisation: CE(f(x), y) + lambda * ||grad_x CE(f(x), y)||^2 per example (the loss's input
-gradient: Srinivas & Fleuret 2018 relate this penalty to Gaussian data augmentation).
+gradient: Srinivas & Fleuret 2018 relate this penalty to Gaussian data augmentation; the code the
+paper cites scales its weight otherwise: plan.cited_reg_constant).
 
 Models take images in [0, 1] (no normalisation, as in the authors' code) and return logits.
 """
