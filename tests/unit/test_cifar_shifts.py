@@ -509,7 +509,7 @@ def test_a_file_url_download_resumes_too(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "f.bin.part").write_bytes(data[:1000])
     cs.download_file((tmp_path / "src.bin").as_uri(), tmp_path / "out" / "f.bin", sha256(data))
-    assert (tmp_path / "out" / "f.bin").read_bytes() == data
+    assert (tmp_path / "out" / "f.bin").read_bytes() == data and kept(tmp_path / "out") == ["f.bin"]
 
 
 def test_frost_photos_download_by_name_and_checksum(tmp_path):
