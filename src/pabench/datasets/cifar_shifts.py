@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
-from pabench.core.io import atomic_path, file_digest, load_npz
+from pabench.core.io import file_digest, load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity
 
 log = logging.getLogger("pabench.datasets")
