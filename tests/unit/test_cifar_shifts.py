@@ -503,6 +503,22 @@ def test_jobs_fetching_the_same_file_download_it_once(tmp_path, server):
     assert len(srv.requests) == 1          # the others waited for the lock, then found the file
 
 
+def test_cifar10c_over_http_resumes_a_cut_archive_then_unpacks_it(tmp_path, server, cifar):
+    srv, url = server
+    url = url.replace("data.bin", "CIFAR-10-C.tar")
+    write_c_folder(tmp_path / "src" / "CIFAR-10-C", *cifar)
+    srv.body = make_tar(tmp_path / "CIFAR-10-C.tar", tmp_path / "src").read_bytes()
+    root = tmp_path / "data"
+    srv.mode = "truncate"
+    with pytest.raises(OSError, match=rf"{url}: download failed"):
+        cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
+    assert kept(root) == ["CIFAR-10-C.tar.part"]          # nothing unpacked from half an archive
+    srv.mode = "ok"
+    folder = cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
+    assert srv.requests[-1] == f"bytes={len(srv.body) // 2}-"
+    np.testing.assert_array_equal(cs.load_cifar10c(folder, "fog", 2)[0], chw(255 - cifar[0][4:8]))
+
+
 def test_a_file_url_download_resumes_too(tmp_path):
     data = bytes(range(256)) * 20
     (tmp_path / "src.bin").write_bytes(data)
