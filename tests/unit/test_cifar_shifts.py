@@ -1,10 +1,16 @@
 """OODRobustBench's CIFAR-10 dataset shifts: the real downloaders run on small files in the real
-formats (file:// URLs, right and wrong checksums), and the loaders on good and bad files."""
+formats (file:// URLs and a local HTTP server: right and wrong checksums, interrupted, resumed and
+failing downloads), the shipped id lists, and the loaders on good and bad files."""
+import fnmatch
 import hashlib
+import http.server
 import importlib.util
 import io
 import shutil
 import tarfile
+import threading
+import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +18,7 @@ import pytest
 from PIL import Image
 
 from pabench.datasets import cifar_shifts as cs
+from conftest import REPO
 
 FOOLBOX_DATA = Path(importlib.util.find_spec("foolbox").submodule_search_locations[0]) / "data"
 
@@ -28,6 +35,15 @@ def cifar():
 
 def md5(path):
     return hashlib.md5(Path(path).read_bytes()).hexdigest()
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def kept(folder):
+    """What a download left in `folder`, its lock files (empty, kept for the next job) aside."""
+    return sorted(p.name for p in Path(folder).iterdir() if not p.name.endswith(".lock"))
 
 
 def make_tar(path, folder, arc_prefix=""):
@@ -84,16 +100,16 @@ def test_cifar10c_wrong_checksum_keeps_nothing(tmp_path, cifar):
     root = tmp_path / "data"
     with pytest.raises(ValueError, match=r"CIFAR-10-C\.tar: checksum mismatch"):
         cs.download_cifar10c(root, url=archive.as_uri(), md5="0" * 32)
-    assert list(root.iterdir()) == []
+    assert kept(root) == []
     with pytest.raises(ValueError, match="checksum is required"):
         cs.download_cifar10c(root, url=archive.as_uri(), md5="")
-    assert list(root.iterdir()) == []
+    assert kept(root) == []
 
     # A corrupted archive already in place is refused before anything is unpacked.
     (root / "CIFAR-10-C.tar").write_bytes(b"not the archive")
     with pytest.raises(ValueError, match="delete it and download again"):
         cs.download_cifar10c(root, url=archive.as_uri(), md5=md5(archive))
-    assert sorted(p.name for p in root.iterdir()) == ["CIFAR-10-C.tar"]
+    assert kept(root) == ["CIFAR-10-C.tar"]
 
 
 def test_unsafe_archive_is_refused(tmp_path):
@@ -107,7 +123,7 @@ def test_unsafe_archive_is_refused(tmp_path):
     with pytest.raises(ValueError, match="cannot be unpacked"):
         cs.download_cifar10c(root, url=archive.as_uri(), md5=md5(archive))
     assert not (root / "evil.npy").exists()
-    assert sorted(p.name for p in root.iterdir()) == ["CIFAR-10-C.tar"]  # no half-unpacked folder
+    assert kept(root) == ["CIFAR-10-C.tar"]  # no half-unpacked folder
 
 
 def test_cifar10c_reads_severity_blocks_memory_mapped(tmp_path, cifar, monkeypatch):
@@ -162,7 +178,7 @@ def test_cifar101(tmp_path, cifar):
     root = tmp_path / "bad"
     with pytest.raises(ValueError, match=r"cifar10\.1_v6_data\.npy: checksum mismatch"):
         cs.download_cifar101(root, urls, {**sums, "data": "f" * 32})
-    assert list((root / "cifar-10.1").iterdir()) == []
+    assert kept(root / "cifar-10.1") == []
 
     folder = cs.download_cifar101(tmp_path / "data", urls, sums)
     x, y = cs.load_cifar101(folder)
@@ -187,7 +203,7 @@ def test_cifar102(tmp_path, cifar):
     root = tmp_path / "bad"
     with pytest.raises(ValueError, match=r"cifar102_test\.npz: checksum mismatch \(sha256"):
         cs.download_cifar102(root, url=src.as_uri(), sha256="0" * 64)
-    assert list((root / "cifar-10.2").iterdir()) == []
+    assert kept(root / "cifar-10.2") == []
 
     folder = cs.download_cifar102(tmp_path / "data", url=src.as_uri(), sha256=sha)
     x, y = cs.load_cifar102(folder)
@@ -202,78 +218,127 @@ def test_cifar102(tmp_path, cifar):
         cs.load_cifar102(folder)
 
 
+# --------------------------------------------------------------------- OODRobustBench's id lists
+
+def test_shipped_id_lists_match_their_pinned_sums_and_ship_with_the_package():
+    folder = cs.IMAGE_IDS
+    sums = dict(reversed(line.split()) for line in (folder / "SHA256SUMS").read_text().splitlines())
+    assert sums == {f"{name}_image_ids.txt": digest for name, digest in cs.IMAGE_ID_SHA256.items()}
+    for name, digest in sums.items():
+        assert sha256((folder / name).read_bytes()) == digest, name
+    assert "MIT License" in (folder / "LICENSE").read_text()
+    assert "OODRobustBench" in (folder / "LICENSE").read_text()
+    # a non-editable install carries every file of the folder (pyproject's package data)
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["pabench"]
+    package = REPO / "src" / "pabench"
+    for f in folder.iterdir():
+        assert any(fnmatch.fnmatch(f.relative_to(package).as_posix(), p) for p in patterns), f
+
+
+def test_id_lists_as_the_benchmark_reads_them():
+    cinic = cs.image_ids("CINIC-10")
+    assert len(cinic) == 70_000 and len(set(cinic)) == 70_000
+    assert cinic[:2] == ("truck/n04465666_12188.png", "bird/n01829413_1320.png")
+    first = np.array([cs.CIFAR10_CLASSES.index(i.split("/")[0]) for i in cinic[:10_000]])
+    assert list(np.bincount(first)) == [1034, 979, 990, 1025, 994, 973, 977, 1032, 993, 1003]
+    assert not any(i.split("/")[1].startswith("cifar") for i in cinic)  # ImageNet-derived only
+    r = cs.image_ids("CIFAR10-R")
+    labels = np.array([cs.CIFAR10_CLASSES.index(i.split("/")[0]) for i in r])
+    assert len(r) == 6_837 and list(np.bincount(labels, minlength=10)) == [
+        0, 235, 3127, 1064, 246, 1626, 200, 0, 92, 247]
+    assert cs.imagenet_r_name(r[0]) == "n02085620/misc_36.jpg"   # "dog/n02085620_misc_36.png"
+    assert len({cs.imagenet_r_name(i).split("/")[0] for i in r}) == 44   # WordNet ids
+
+
+def test_a_damaged_id_list_is_refused(tmp_path, monkeypatch):
+    shutil.copytree(cs.IMAGE_IDS, tmp_path / "ids")
+    path = tmp_path / "ids" / "CINIC-10_image_ids.txt"
+    path.write_text(path.read_text().replace("truck/", "trucks/", 1))
+    monkeypatch.setattr(cs, "IMAGE_IDS", tmp_path / "ids")
+    cs.image_ids.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="CINIC-10_image_ids.txt: checksum mismatch.*reinstall"):
+            cs.image_ids("CINIC-10")
+    finally:
+        cs.image_ids.cache_clear()
+
+
 # ---------------------------------------------------------------------------------- CINIC-10
 
-def test_cinic10(tmp_path, cifar):
+def test_cinic10_takes_the_listed_images_in_the_lists_order(tmp_path, cifar):
     images, _ = cifar
+    listed = cs.image_ids("CINIC-10")[:30]
     test = tmp_path / "src" / "test"
-    expected = {}
-    for label, name in enumerate(cs.CIFAR10_CLASSES):
-        (test / name).mkdir(parents=True)
-        for k in range(2):  # ImageNet-derived: <synset>_<number>.png
-            image = images[(label + 7 * k) % 20]
-            Image.fromarray(image).save(test / name / f"n0{label}_{k}.png")
-            expected[(label, k)] = image
-        Image.fromarray(255 - images[label]).save(test / name / f"cifar10-test-{label}.png")
+    for k, image_id in enumerate(listed):
+        (test / image_id).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(images[k % 20] if k < 20 else 255 - images[k - 20]).save(test / image_id)
+    for name in ("airplane", "bird"):   # files the list does not name: never read
+        (test / name).mkdir(exist_ok=True)
+        Image.fromarray(images[0]).save(test / name / "n00000000_1.png")
+        Image.fromarray(images[1]).save(test / name / f"cifar10-test-{name}.png")
     (tmp_path / "src" / "README.md").write_text("CINIC-10")
     archive = make_tar(tmp_path / "CINIC-10.tar.gz", tmp_path / "src")  # no top folder
 
     root = tmp_path / "data"
     with pytest.raises(ValueError, match=r"CINIC-10\.tar\.gz: checksum mismatch"):
         cs.download_cinic10(root, url=archive.as_uri(), md5="1" * 32)
-    assert list(root.iterdir()) == []
+    assert kept(root) == []
     folder = cs.download_cinic10(root, url=archive.as_uri(), md5=md5(archive))
     assert folder == root / "CINIC-10"
 
-    x, y = cs.load_cinic10(folder, n=None)
-    assert x.shape == (20, 3, 32, 32) and x.dtype == np.uint8 and y.dtype == np.int64
-    assert list(y) == list(range(10)) * 2  # classes interleaved: every prefix is balanced
-    want = np.stack([expected[(label, k)] for k in range(2) for label in range(10)])
-    np.testing.assert_array_equal(x, chw(want))  # and no CIFAR-10 image among them
-    assert list(cs.load_cinic10(folder, n=12)[1]) == list(range(10)) + [0, 1]
+    x, y = cs.load_cinic10(folder, n=30)
+    assert x.shape == (30, 3, 32, 32) and x.dtype == np.uint8 and y.dtype == np.int64
+    np.testing.assert_array_equal(x, chw(np.concatenate([images, 255 - images[:10]])))
+    assert list(y) == [cs.CIFAR10_CLASSES.index(i.split("/")[0]) for i in listed]
+    assert list(cs.load_cinic10(folder, n=3)[1]) == [9, 2, 2]   # truck, bird, bird
 
-    Image.new("RGB", (40, 32)).save(folder / "test" / "frog" / "n06_9.png")
-    with pytest.raises(ValueError, match=r"n06_9\.png: expected a 32x32 image"):
-        cs.load_cinic10(folder)
-    shutil.rmtree(folder / "test" / "ship")
-    with pytest.raises(ValueError, match="missing class folders.*: ship$"):
-        cs.load_cinic10(folder)
+    with pytest.raises(ValueError, match="9970 of the 10000 listed images are missing"):
+        cs.load_cinic10(folder)        # the benchmark's 10,000
+    with pytest.raises(ValueError, match="n must be positive"):
+        cs.load_cinic10(folder, n=0)
+    Image.new("RGB", (40, 32)).save(folder / "test" / listed[5])
+    with pytest.raises(ValueError, match=r"expected a 32x32 image"):
+        cs.load_cinic10(folder, n=30)
 
 
 # -------------------------------------------------------------------------------- CIFAR-10-R
 
-def test_cifar10r(tmp_path):
+def test_cifar10r_takes_the_listed_renditions_in_the_lists_order(tmp_path):
     rng = np.random.default_rng(0)
+    listed = cs.image_ids("CIFAR10-R")[:25]
     src = tmp_path / "src" / "imagenet-r"
     sources = {}
-    for wnid in list(cs.CIFAR10R_CLASSES) + ["n01443537"]:  # goldfish: not a CIFAR-10 class
-        (src / wnid).mkdir(parents=True)
-        sources[wnid] = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
-        Image.fromarray(sources[wnid]).save(src / wnid / "art_0.png")
-    Image.fromarray(rng.integers(0, 256, (48, 96), dtype=np.uint8)).save(  # grayscale, 96x48
-        src / "n02410509" / "sketch_1.jpg")
+    for image_id in listed:
+        path = src / cs.imagenet_r_name(image_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sources[image_id] = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+        Image.fromarray(sources[image_id]).save(path, "PNG")   # named .jpg, read by content
+    gray = src / cs.imagenet_r_name(listed[3])
+    Image.fromarray(rng.integers(0, 256, (48, 96), dtype=np.uint8)).save(gray, "PNG")  # 96x48
+    (src / "n01443537").mkdir()          # goldfish: not a CIFAR-10-R class, never read
+    Image.fromarray(sources[listed[0]]).save(src / "n01443537" / "art_0.jpg")
     archive = make_tar(tmp_path / "imagenet-r.tar", tmp_path / "src")
 
     root = tmp_path / "data"
     with pytest.raises(ValueError, match=r"imagenet-r\.tar: checksum mismatch"):
         cs.download_imagenet_r(root, url=archive.as_uri(), md5="2" * 32)
-    assert list(root.iterdir()) == []
+    assert kept(root) == []
     folder = cs.download_imagenet_r(root, url=archive.as_uri(), md5=md5(archive))
 
-    x, y = cs.load_cifar10r(folder)
-    assert x.shape == (45, 3, 32, 32) and x.dtype == np.uint8 and x.flags.c_contiguous
-    assert list(np.bincount(y, minlength=10)) == [0, 2, 17, 6, 2, 14, 1, 0, 1, 2]
-    assert list(y) == sorted(y)
-    # 64x64 -> 32x32 with a box filter: each pixel is the mean of a 2x2 block.
-    tabby = x[list(y).index(3)]  # the first cat class is n02123045
-    box = sources["n02123045"].reshape(32, 2, 32, 2, 3).mean(axis=(1, 3))
-    np.testing.assert_allclose(tabby.transpose(1, 2, 0), box, atol=1)
-    bison = x[y == 4]  # the 96x48 grayscale sketch, squashed (not cropped) and made RGB
-    assert (bison[1, 0] == bison[1, 1]).all() and (bison[1, 1] == bison[1, 2]).all()
+    x, y = cs.load_cifar10r(folder, n=25)
+    assert x.shape == (25, 3, 32, 32) and x.dtype == np.uint8 and x.flags.c_contiguous
+    assert list(y) == [cs.CIFAR10_CLASSES.index(i.split("/")[0]) for i in listed]
+    # 64x64 -> 32x32 with a box filter: each pixel is the mean of a 2x2 block, in the list's order
+    for k in (0, 1, 24):
+        box = sources[listed[k]].reshape(32, 2, 32, 2, 3).mean(axis=(1, 3))
+        np.testing.assert_allclose(x[k].transpose(1, 2, 0), box, atol=1)
+    assert (x[3, 0] == x[3, 1]).all() and (x[3, 1] == x[3, 2]).all()   # squashed, made RGB
 
-    shutil.rmtree(folder / "n02410509")
-    with pytest.raises(ValueError, match="missing class folders.*: n02410509$"):
-        cs.load_cifar10r(folder)
+    (folder / cs.imagenet_r_name(listed[7])).unlink()
+    with pytest.raises(ValueError, match=r"1 of the 25 listed images are missing, e\.g\. "
+                                         + cs.imagenet_r_name(listed[7])):
+        cs.load_cifar10r(folder, n=25)
 
 
 # ------------------------------------------------------------------------ ImageNet variants
@@ -300,3 +365,182 @@ def test_image_folder(tmp_path):
     (tmp_path / "zebra").mkdir()
     with pytest.raises(ValueError, match="not among the given classes: zebra"):
         cs.load_image_folder(tmp_path, classes, required=[])
+
+
+# ------------------------------------------------------------------- downloads over HTTP
+
+class _Server(http.server.ThreadingHTTPServer):
+    """Serves `body` at every path, as `mode` says: ok (honours Range requests), norange (always
+    the whole file), truncate (promises the whole file, sends half and hangs up), corrupt (other
+    bytes), error (HTTP 500), slow (the whole file in two parts 0.3 s apart)."""
+    body, mode = b"", "ok"
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.requests = []
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802 - the http.server hook's name
+        srv, body = self.server, self.server.body
+        srv.requests.append(self.headers.get("Range"))
+        if srv.mode == "error":
+            self.send_error(500, "disk on fire")
+            return
+        if srv.mode == "corrupt":
+            body = body[::-1]
+        start = int(self.headers["Range"][6:-1]) if self.headers.get("Range") else 0
+        if srv.mode == "ok" and start:
+            if start >= len(body):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            body = body[start:]
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if srv.mode == "truncate":
+            body = body[:len(body) // 2]
+        if srv.mode == "slow":
+            self.wfile.write(body[:10])
+            self.wfile.flush()
+            time.sleep(0.3)
+            body = body[10:]
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def server():
+    srv = _Server()
+    srv.body = np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv, f"http://127.0.0.1:{srv.server_address[1]}/files/data.bin"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_an_interrupted_download_resumes_where_it_stopped(tmp_path, server):
+    srv, url = server
+    dest = tmp_path / "data.bin"
+    srv.mode = "truncate"
+    with pytest.raises(OSError, match=rf"{url}: download failed.*2500 bytes kept in .*data\.bin\.part"):
+        cs.download_file(url, dest, sha256(srv.body))
+    assert kept(tmp_path) == ["data.bin.part"]
+    srv.mode = "ok"
+    assert cs.download_file(url, dest, sha256(srv.body)) == dest
+    assert dest.read_bytes() == srv.body and kept(tmp_path) == ["data.bin"]
+    assert srv.requests == [None, "bytes=2500-"]        # the second fetched only the rest
+    cs.download_file(url, dest, sha256(srv.body))       # there: checked, not fetched again
+    assert len(srv.requests) == 2
+
+
+def test_a_server_that_ignores_the_range_sends_everything_again(tmp_path, server):
+    srv, url = server
+    dest = tmp_path / "data.bin"
+    (tmp_path / "data.bin.part").write_bytes(b"stale bytes of another try")
+    srv.mode = "norange"
+    cs.download_file(url, dest, "sha256:" + sha256(srv.body)[:8])
+    assert dest.read_bytes() == srv.body and srv.requests == ["bytes=26-"]
+    # a part that already holds everything: the server has nothing more (416); it is checked
+    srv.mode, srv.requests = "ok", []
+    (tmp_path / "again.bin.part").write_bytes(srv.body)
+    cs.download_file(url, tmp_path / "again.bin", md5_bytes(srv.body))
+    assert (tmp_path / "again.bin").read_bytes() == srv.body and srv.requests == ["bytes=5000-"]
+
+
+def md5_bytes(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def test_corrupted_and_failing_downloads_keep_nothing_and_name_the_url(tmp_path, server):
+    srv, url = server
+    dest = tmp_path / "data.bin"
+    srv.mode = "corrupt"
+    with pytest.raises(ValueError, match=rf"data\.bin: checksum mismatch.*download from {url} was "
+                                         "not kept"):
+        cs.download_file(url, dest, sha256(srv.body))
+    assert kept(tmp_path) == []
+    # a resumed download whose first part was wrong fails its checksum and is deleted: the next
+    # try starts afresh
+    srv.mode = "ok"
+    (tmp_path / "data.bin.part").write_bytes(b"x" * 100)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        cs.download_file(url, dest, sha256(srv.body))
+    assert kept(tmp_path) == []
+    assert cs.download_file(url, dest, sha256(srv.body)).read_bytes() == srv.body
+    dest.unlink()
+    srv.mode = "error"
+    with pytest.raises(OSError, match=rf"{url}: download failed \(HTTPError: HTTP Error 500"):
+        cs.download_file(url, dest, sha256(srv.body))
+    assert kept(tmp_path) == []
+    with pytest.raises(ValueError, match="at least 8 of its leading digits"):
+        cs.download_file(url, dest, "sha256:1234")
+
+
+def test_jobs_fetching_the_same_file_download_it_once(tmp_path, server):
+    srv, url = server
+    srv.mode = "slow"
+    dest, errors = tmp_path / "data.bin", []
+
+    def fetch():
+        try:
+            cs.download_file(url, dest, sha256(srv.body))
+        except Exception as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=fetch) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and dest.read_bytes() == srv.body
+    assert len(srv.requests) == 1          # the others waited for the lock, then found the file
+
+
+def test_cifar10c_over_http_resumes_a_cut_archive_then_unpacks_it(tmp_path, server, cifar):
+    srv, url = server
+    url = url.replace("data.bin", "CIFAR-10-C.tar")
+    write_c_folder(tmp_path / "src" / "CIFAR-10-C", *cifar)
+    srv.body = make_tar(tmp_path / "CIFAR-10-C.tar", tmp_path / "src").read_bytes()
+    root = tmp_path / "data"
+    srv.mode = "truncate"
+    with pytest.raises(OSError, match=rf"{url}: download failed"):
+        cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
+    assert kept(root) == ["CIFAR-10-C.tar.part"]          # nothing unpacked from half an archive
+    srv.mode = "ok"
+    folder = cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
+    assert srv.requests[-1] == f"bytes={len(srv.body) // 2}-"
+    np.testing.assert_array_equal(cs.load_cifar10c(folder, "fog", 2)[0], chw(255 - cifar[0][4:8]))
+
+
+def test_a_file_url_download_resumes_too(tmp_path):
+    data = bytes(range(256)) * 20
+    (tmp_path / "src.bin").write_bytes(data)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "f.bin.part").write_bytes(data[:1000])
+    cs.download_file((tmp_path / "src.bin").as_uri(), tmp_path / "out" / "f.bin", sha256(data))
+    assert (tmp_path / "out" / "f.bin").read_bytes() == data and kept(tmp_path / "out") == ["f.bin"]
+
+
+def test_frost_photos_download_by_name_and_checksum(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    sums = {}
+    for k, name in enumerate(cs.FROST_SHA256):
+        Image.new("RGB", (200 + k, 180), (k, 2 * k, 3 * k)).save(src / name)
+        sums[name] = sha256((src / name).read_bytes())
+    url = src.as_uri() + "/{name}"
+    assert set(sums) == {"frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg"}
+    with pytest.raises(ValueError, match=r"frost3\.png: checksum mismatch"):
+        cs.download_frost_photos(tmp_path / "bad", url, {**sums, "frost3.png": "0" * 64})
+    assert kept(tmp_path / "bad" / "frost") == ["frost1.png", "frost2.png"]
+    folder = cs.download_frost_photos(tmp_path / "data", url, sums)
+    assert folder == tmp_path / "data" / "frost" and kept(folder) == sorted(sums)
+    assert cs.FROST_URL.startswith("https://raw.githubusercontent.com/hendrycks/robustness/")
+    assert all(len(v) == 64 for v in cs.FROST_SHA256.values())

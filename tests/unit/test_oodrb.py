@@ -222,3 +222,63 @@ def test_pgd_breaks_an_undefended_linear_model():
     y = model(x).argmax(1)
     assert compute.pgd(model, x, y, 1.0, 10, 0.2).float().mean() < 0.2
     assert compute.pgd(model, x, y, 1e-6, 2, 0.2).float().mean() == 1.0
+
+
+# ------------------------------------------------------------ published CIFAR-10-C, ST models
+@pytest.mark.parametrize("overlay,message", [
+    ("oodrb:\n  corruption_source: published\n",
+     "oodrb.corruption_source: published (the CIFAR-10-C files) needs oodrb.dataset: cifar10"),
+    ("oodrb:\n  corruption_source: zenodo\n",
+     "key 'oodrb.corruption_source': 'zenodo' is not one of ['generator', 'published']"),
+    ("oodrb:\n  frost: photographs\n", "key 'oodrb.frost': 'photographs' is not one of"),
+    ("oodrb:\n  cifar10c: /data/CIFAR-10-C\n", "unknown key 'oodrb.cifar10c'"),
+    ("oodrb:\n  dataset: cifar10\n  natural: [cifar10.1]\n  zoo:\n    models:\n"
+     "      - {name: st, published: chenyaofo/resnet99}\n",
+     "oodrb.zoo.models[0] (st).published: 'chenyaofo/resnet99' is not in the catalogue"),
+    ("oodrb:\n  dataset: cifar10\n  natural: [cifar10.1]\n  zoo:\n    models:\n"
+     "      - {name: st, published: chenyaofo/resnet20, epochs: 3}\n",
+     "oodrb.zoo.models[0] (st): a published model is downloaded, not trained"),
+    ("oodrb:\n  zoo:\n    models:\n      - {name: st, published: chenyaofo/resnet20}\n",
+     "oodrb.zoo.models[0] (st): published models are CIFAR-10 models"),
+    ("oodrb:\n  published_weights: pretrained\n", "key 'oodrb.published_weights': 'pretrained'"),
+])
+def test_bad_shift_source_or_published_model_is_rejected_by_name(tmp_path, overlay, message):
+    with pytest.raises(pabench_config.ConfigError) as err:
+        pabench_config.check(_config(tmp_path, overlay), SCHEMA)
+    assert message in str(err.value)
+
+
+def test_published_cifar10c_is_downloaded_and_pairs_only_with_the_whole_test_set(tmp_path):
+    import tarfile
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8)   # 5 severity blocks of 4
+    labels = np.tile(rng.integers(0, 10, 4), 5)
+    folder = tmp_path / "src" / "CIFAR-10-C"
+    folder.mkdir(parents=True)
+    np.save(folder / "fog.npy", images)
+    np.save(folder / "labels.npy", labels)
+    with tarfile.open(tmp_path / "CIFAR-10-C.tar", "w") as tar:
+        tar.add(folder, arcname="CIFAR-10-C")
+    root = tmp_path / "data"
+    # the job downloads into cifar10c_root (here: a root that already holds the unpacked folder)
+    (root / "CIFAR-10-C").parent.mkdir()
+    tar_file = tarfile.open(tmp_path / "CIFAR-10-C.tar")
+    tar_file.extractall(root, filter="data")
+    o = {"corruption_source": "published", "cifar10c_root": str(root), "n_shift": 3,
+         "severities": [2, 5]}
+    whole = np.concatenate([labels[:4], rng.integers(0, 10, 9_996)])   # the 10,000 test labels
+    d = compute.published_corruption(o, "fog", whole)
+    assert d["x"].shape == (2, 3, 3, 32, 32) and list(d["severities"]) == [2, 5]
+    np.testing.assert_array_equal(d["x"][1], images[16:19].transpose(0, 3, 1, 2))
+    np.testing.assert_array_equal(d["source"], [0, 1, 2])         # image i of the test set
+    np.testing.assert_array_equal(d["y"], labels[:3])
+    assert (compute.published_corruption(o, "fog", whole[:100])["source"] == -1).all()  # a subset
+    wrong = whole.copy()
+    wrong[1] = (wrong[1] + 1) % 10
+    with pytest.raises(ValueError, match="labels of fog differ from the ID test labels"):
+        compute.published_corruption(o, "fog", wrong)
+    # corruption_data hands the published source to it, whatever the generator would select
+    same = compute.corruption_data({**o, "n_shift": 3, "corruptions": ["fog"]}, "fog",
+                                   np.zeros((10_000, 3, 32, 32), np.uint8), whole)
+    np.testing.assert_array_equal(same["x"], d["x"])

@@ -105,18 +105,25 @@ def test_mc_samples_are_sigmas_times_points_times_n():
     assert all(w.net.classes == 100 for w in cifar100)
 
 
-def test_corruptions_are_generated_unless_the_published_files_are_given():
+def test_corruptions_are_generated_only_with_our_generator():
     o = PAPER["oodrb"]
-    corrupted = units(PAPER, "oodrb", "corruption image")
-    assert corrupted == len(o["corruptions"]) * 5 * o["n_shift"] == 750_000
-    published = changed(oodrb__cifar10c="/datasets/CIFAR-10-C")
-    assert units(published, "oodrb", "corruption image") == 0
+    assert o["corruption_source"] == "published"   # the paper's files
+    assert units(PAPER, "oodrb", "corruption image") == 0
+    generated = changed(oodrb__corruption_source="generator")
+    assert units(generated, "oodrb", "corruption image") == len(o["corruptions"]) * 5 * o["n_shift"] \
+        == 750_000
     # every model attacks the ID set, every corrupted and every natural image with MM5
     shifts = [w for w in workload.work(PAPER) if w.rule in ("oodrb_shifts", "oodrb_shift_scores")]
-    assert {w.net.arch for w in shifts} == set(o["robustbench"])
+    # the RobustBench models of Table 1 and the published ST models (RobustBench's Standard is
+    # a RobustBench architecture, the others zoo architectures); none is trained
+    st = [m["published"] for m in o["zoo"]["models"]]
+    assert {(w.net.source, w.net.arch) for w in shifts} == (
+        {("robustbench", m) for m in o["robustbench"] + ["Standard"]}
+        | {("zoo", m.split("/")[1]) for m in st if m.startswith("chenyaofo/")})
+    assert units(PAPER, "oodrb", "training epoch") == 0
     images = o["n_test"] + 750_000 + sum(workload.NATURAL[s] for s in o["natural"])
     mm5 = o["mm5"]["n_targets"] * (o["mm5"]["steps"] + 1)
-    assert sum(w.units for w in shifts) == len(o["robustbench"]) * (
+    assert sum(w.units for w in shifts) == (len(o["robustbench"]) + len(st)) * (
         images * mm5 + o["n_test"] * (2 * mm5 + 100 + 100 + 40 + 5 * 40))
     # L-inf, L2 by MM5; StAdv, ReColor 100 steps; PPGD 40; LPA up to 5 rounds of 40
 

@@ -33,11 +33,20 @@ def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
         assert set(pools.labels[pools.pools[pool]]) == set(range(10)), pool
     natural = inputs / "data/rehearsal/natural"
     n = rehearsal.SIZES["natural"]
-    for x, y in (cs.load_cifar101(natural / "cifar-10.1"), cs.load_cifar102(natural / "cifar-10.2"),
-                 cs.load_cinic10(natural / "CINIC-10")):
+    for x, y in (cs.load_cifar101(natural / "cifar-10.1"), cs.load_cifar102(natural / "cifar-10.2")):
         assert x.shape == (n, 3, 32, 32) and x.dtype == np.uint8 and y.max() <= 9
-    x, y = cs.load_cifar10r(natural / "imagenet-r")
-    assert x.shape[1:] == (3, 32, 32) and len(set(y)) == 8 and y.max() <= 9  # CIFAR-10-R: 8 classes
+    x, y = cs.load_cinic10(natural / "CINIC-10")        # the benchmark's 10,000 listed images
+    assert x.shape == (10_000, 3, 32, 32) and len(set(y)) == 10
+    x, y = cs.load_cifar10r(natural / "imagenet-r")     # all 6,837 listed renditions
+    assert x.shape == (6_837, 3, 32, 32) and len(set(y)) == 8 and y.max() <= 9
+    test_x, test_y = adv.cifar10(inputs / "data/cifar10", "test", download=False)
+    c10c = inputs / "data/rehearsal/cifar10c/CIFAR-10-C"   # the published layout, test set in order
+    assert cs.download_cifar10c(c10c.parent, url="https://unreachable.invalid/x.tar", md5="0" * 32) \
+        == c10c                                          # an unpacked folder is read as it is
+    n = rehearsal.SIZES["cifar10c"]
+    for corruption in ("fog", "jpeg_compression"):
+        x, y = cs.load_cifar10c(c10c, corruption, 5)
+        assert x.shape == test_x[:n].shape and (y == test_y[:n]).all()
     x, y = adv.imagenet(inputs / "data/rehearsal/imagenet", n=4, seed=0)
     assert x.shape == (4, 3, 224, 224)
     # the flipped and shifted variants are not copies of the 20 originals
@@ -55,5 +64,6 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
     for rule in ("adv_attack", "pa_models_imagenet", "pa_fig07", "oodrb_shifts", "oodrb_table3",
                  "avgcase_table1", "train_ms", "claims"):
         assert int(counts.get(rule, 0)) >= 1, (rule, counts)
-    assert int(counts["oodrb_shifts"]) == 3       # the three RobustBench models of the overlay
+    assert int(counts["oodrb_shifts"]) == 3 + 3   # the three RobustBench and three ST models
+    assert int(counts["oodrb_published"]) == 3 and "oodrb_train" not in counts
     assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts

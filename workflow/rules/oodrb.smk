@@ -7,6 +7,8 @@ from pabench.core import paths, resources
 from pabench.experiments.oodrb import plan as oodrb
 
 OODRB_MODELS = "|".join(map(re.escape, oodrb.models(config))) or "^$"
+OODRB_TRAINED = "|".join(map(re.escape, oodrb.trained(config))) or "^$"
+OODRB_PUBLISHED = "|".join(map(re.escape, oodrb.published(config))) or "^$"
 OODRB_SHIFTS = "|".join(map(re.escape, oodrb.shifts(config))) or "^$"
 
 
@@ -64,7 +66,7 @@ rule oodrb_train:
         eps=oodrb.eps_of(config),
         device=config["oodrb"]["device"],
     wildcard_constraints:
-        oodrb_model=OODRB_MODELS,
+        oodrb_model=OODRB_TRAINED,
     log:
         paths.log("oodrb_train", "{dataset}", "{oodrb_model}"),
     benchmark:
@@ -76,6 +78,32 @@ rule oodrb_train:
         "../../envs/pabench.yaml"
     script:
         "../scripts/oodrb_train.py"
+
+
+# A published zoo model (standardly trained): its weights downloaded and checked, saved as a zoo
+# checkpoint like a trained one's.
+rule oodrb_published:
+    output:
+        model=paths.oodrb_file("models"),
+    params:
+        experiment="oodrb",
+        spec=lambda wc: oodrb.zoo(config)[wc.oodrb_model],
+        directory=config["oodrb"]["published_dir"],
+        weights=config["oodrb"]["published_weights"],
+        robustbench_dir=config["oodrb"]["robustbench_dir"],
+    wildcard_constraints:
+        oodrb_model=OODRB_PUBLISHED,
+    log:
+        paths.log("oodrb_published", "{dataset}", "{oodrb_model}"),
+    benchmark:
+        paths.benchmark("oodrb_published", "{dataset}", "{oodrb_model}")
+    threads: 1
+    resources:
+        **resources.of(config, "oodrb_published"),
+    conda:
+        "../../envs/pabench.yaml"
+    script:
+        "../scripts/oodrb_published.py"
 
 
 # One rule per evaluation of a model (oodrb_shifts also writes the threat shifts and Figure 5's

@@ -15,7 +15,8 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         arrays = compute.id_data(o)
     elif shift in o["corruptions"]:
         d = load_npz(smk.input.data, ["test_x", "test_y"])
-        arrays = compute.corruption_data(o, shift, d["test_x"], d["test_y"])
+        with compute.frost_textures(o, shift):
+            arrays = compute.corruption_data(o, shift, d["test_x"], d["test_y"])
     else:
         arrays = compute.natural_data(o, shift)
     with atomic_path(smk.output.data) as tmp, open(tmp, "wb") as fh:

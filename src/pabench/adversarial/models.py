@@ -19,6 +19,16 @@ from pabench.core.io import atomic_path
 from pabench.models import MaxPool2
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
+# Published standardly trained CIFAR-10 networks (pabench.adversarial.published), and
+# "robustbench/<id>": a RobustBench architecture (the optional package).
+CIFAR_RESNETS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}   # blocks per stage
+VGGS = {"vgg11_bn": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+        "vgg13_bn": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+        "vgg16_bn": [64, 64, "M", 128, 128, "M"] + [256] * 3 + ["M"] + ([512] * 3 + ["M"]) * 2,
+        "vgg19_bn": [64, 64, "M", 128, 128, "M"] + [256] * 4 + ["M"] + ([512] * 4 + ["M"]) * 2}
+# The input normalisation those networks were trained with (chenyaofo/image-classification-codebase,
+# conf/cifar10.conf)
+CIFAR10_MEAN, CIFAR10_STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
 METHODS = ("undefended", "madry", "fast_fgsm", "trades", "jpeg_rs")
 
 
@@ -98,7 +108,94 @@ class _ResidualNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
 
+class Normalized(nn.Module):
+    """`net` on inputs in [0, 1], standardised per channel first (mean and std are not weights:
+    the state dict holds `net`'s, under "net.")."""
+
+    def __init__(self, net: nn.Module, mean, std):
+        super().__init__()
+        self.net = net
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
+
+    def forward(self, x):
+        return self.net((x - self.mean) / self.std)
+
+
+class _BasicBlock(nn.Module):
+    """conv-BN-ReLU-conv-BN plus the input (a strided 1x1 conv + BN where the shape changes),
+    then ReLU: the block of He et al.'s CIFAR ResNets, with torchvision's names."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                         nn.BatchNorm2d(cout))
+                           if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(out + (x if self.downsample is None else self.downsample(x)))
+
+
+class CifarResNet(nn.Module):
+    """ResNet-20/32/44/56 for CIFAR (He et al. 2016, Section 4.2): a 16-channel 3x3 stem, three
+    stages of `blocks` basic blocks at 16, 32, 64 channels (strides 1, 2, 2), global average
+    pooling, a linear head."""
+
+    def __init__(self, blocks: int, num_classes: int = 10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        cin = 16
+        for i, (cout, stride) in enumerate(((16, 1), (32, 2), (64, 2)), 1):
+            stage = [_BasicBlock(cin, cout, stride)] + [_BasicBlock(cout, cout, 1)
+                                                        for _ in range(blocks - 1)]
+            setattr(self, f"layer{i}", nn.Sequential(*stage))
+            cin = cout
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class VGG(nn.Module):
+    """VGG with BatchNorm for 32x32 inputs (Simonyan & Zisserman 2015, configurations A, B, D,
+    E): 3x3 conv-BN-ReLU layers and 2x2 max-pools ("M"), then 512-512-classes linear layers
+    with dropout."""
+
+    def __init__(self, layout, num_classes: int = 10):
+        super().__init__()
+        layers, cin = [], 3
+        for v in layout:
+            if v == "M":
+                layers.append(MaxPool2())
+            else:
+                layers += [nn.Conv2d(cin, v, 3, padding=1), nn.BatchNorm2d(v), nn.ReLU()]
+                cin = v
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Dropout(),
+                                        nn.Linear(512, 512), nn.ReLU(), nn.Dropout(),
+                                        nn.Linear(512, num_classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x).flatten(1))
+
+
 def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
+    if arch in CIFAR_RESNETS:
+        return Normalized(CifarResNet(CIFAR_RESNETS[arch], num_classes), CIFAR10_MEAN, CIFAR10_STD)
+    if arch in VGGS:
+        return Normalized(VGG(VGGS[arch], num_classes), CIFAR10_MEAN, CIFAR10_STD)
+    if arch.startswith("robustbench/"):
+        from pabench.adversarial import robustbench
+
+        return robustbench.architecture(arch.split("/", 1)[1], "cifar10")
     if arch == "cnn":
         return LeNetCNN(num_classes, image_size)
     if re.fullmatch(r"smallcnn[1-9][0-9]*", arch):
@@ -107,7 +204,8 @@ def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
         return _ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
     if arch == "wrn28_10":
         return _ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
-    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS} or smallcnn<channels>")
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}, smallcnn<channels>, "
+                     f"{', '.join(CIFAR_RESNETS)}, {', '.join(VGGS)} or robustbench/<id>")
 
 
 class _JpegIdentityGrad(torch.autograd.Function):

@@ -43,6 +43,15 @@ def architectures(dataset: str) -> dict:
     return model_dicts[BenchmarkDataset(dataset)][ThreatModel.Linf]
 
 
+def architecture(model_id: str, dataset: str) -> nn.Module:
+    """The architecture of a RobustBench L-inf model, with its initial weights."""
+    zoo = architectures(dataset)
+    if model_id not in zoo:
+        raise ValueError(f"{model_id!r} is not a RobustBench {dataset} L-inf model id "
+                         f"(robustbench 1.1.1 knows {len(zoo)}, e.g. {sorted(zoo)[:5]})")
+    return zoo[model_id]["model"]()
+
+
 def _untrained(build):
     """`build()` with downloads of pretrained weights skipped: some RobustBench constructors
     (the ImageNet ones) start from torchvision's pretrained weights, fetched from the internet;

@@ -6,29 +6,39 @@ Every loader returns images uint8 (N, 3, H, W), C-contiguous, and labels int64 (
   writes the same layout, read by the same `load_cifar10c`.
 - CIFAR-10.1 v6: `cifar10.1_v6_data.npy` + `_labels.npy` (github.com/modestyachts/CIFAR-10.1).
 - CIFAR-10.2: `cifar102_test.npz`, keys `images`, `labels` (github.com/modestyachts/cifar-10.2).
-- CINIC-10: `CINIC-10.tar.gz` (Edinburgh DataShare); the ImageNet-derived images of `test/`.
-- CIFAR-10-R: the ImageNet-R (`imagenet-r.tar`) renditions of 8 CIFAR-10 classes, at 32x32.
+- CINIC-10: `CINIC-10.tar.gz` (Edinburgh DataShare); the first 10,000 images of OODRobustBench's
+  id list of its ImageNet-derived test images (`image_ids/`, shipped with the package).
+- CIFAR-10-R: the ImageNet-R (`imagenet-r.tar`) renditions of 8 CIFAR-10 classes, at 32x32: the
+  6,837 images of OODRobustBench's id list, in its order.
+- The reference generator's frost photographs (GitHub hendrycks/robustness), for our generator.
 - ImageNet-V2, -A, -R, -Sketch, -C: user-given folders in ImageFolder layout.
 
-Downloads accept `file://` URLs, check the MD5 or SHA-256 before a file is kept or an archive is
-unpacked, and write through temporary names: nothing half-written is ever left in place.
+Downloads accept `file://` URLs and check the MD5 or SHA-256 before a file is kept or an archive
+is unpacked.  The bytes go to `<file>.part` first: an interrupted download resumes from there
+(an HTTP range request), a wrong checksum deletes it, and jobs fetching the same file wait for
+each other (a lock file beside it), so nothing half-written or wrong is ever left in place.
 """
 from __future__ import annotations
 
+import fcntl
+import http.client
 import logging
 import os
 import shutil
 import tarfile
 import tempfile
+import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
-from pabench.core.io import atomic_path, file_digest, load_npz
+from pabench.core.io import file_digest, load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity
 
 log = logging.getLogger("pabench.datasets")
@@ -55,74 +65,130 @@ CINIC10_MD5 = "6ee4d0c996905fe93221de577967a372"
 IMAGENET_R_URL = "https://people.eecs.berkeley.edu/~hendrycks/imagenet-r.tar"
 IMAGENET_R_MD5 = "a61312130a589d0ca1a8fca1f2bd3337"
 
-# CIFAR-10-R: the ImageNet-R classes (WordNet ids) that CINIC-10's synsets-to-cifar-10-classes.txt
-# names under a CIFAR-10 class ("the same class mapping as CINIC"), by CIFAR-10 label; none is
-# named under airplane or horse.  Classes only deeper in a listed subtree (beagle under hound) are
-# not named there and not taken: these 44 classes x ~150 images fit the paper's 6,837 images.
-_CIFAR10R_WNIDS = {
-    1: "n02701002 n03594945",  # automobile: ambulance, jeep
-    2: "n01514859 n01518878 n01531178 n01534433 n01614925 n01616318 n01806143 n01820546 "
-       "n01833805 n01843383 n01847000 n01855672 n01860187 n02007558 n02009912 n02051845 "
-       "n02056570",  # bird: hen, ostrich, ... king penguin
-    3: "n02123045 n02128385 n02128757 n02129165 n02129604 n02130308",  # cat: tabby, big cats
-    4: "n02410509",  # deer: bison (CINIC's deer group is the ruminants)
-    # dog: 11 breeds, timber wolf, hyena, red fox (CINIC's dog group is the canines)
-    5: "n02085620 n02086240 n02108089 n02109525 n02110341 n02110958 n02112018 n02112137 "
-       "n02113023 n02113624 n02113799 n02114367 n02117135 n02119022",
-    6: "n01644373",  # frog: tree frog
-    8: "n02951358",  # ship: canoe (CINIC's ship group is the boats)
-    9: "n03345487 n03930630",  # truck: fire engine, pickup
+# The reference CIFAR-10-C generator's frost photographs (make_cifar_c.py draws one of the first
+# five with randint(5), so frost6.jpg is never used), at a pinned commit of its repository.
+FROST_URL = ("https://raw.githubusercontent.com/hendrycks/robustness/"
+             "8190fe329f5f072a06e3a2aea02bb5dda69aed9f/ImageNet-C/create_c/{name}")
+FROST_SHA256 = {
+    "frost1.png": "ff9f907860bd7a835d459e32f9d588062b7f61ee267343cc7222b56753a14755",
+    "frost2.png": "fe211a89b336999c207a852ce05818d4545d0b57c5beadd824b4cc9d9a9b6137",
+    "frost3.png": "2d0d50b4a9bb213f38b024ef7768731bb83cc08d2f26b5766bbc167cdfa0e504",
+    "frost4.jpg": "3f8b91ca1a9fa7167b09e773da53f5ae60d0a1fd88f02a783f6e328a72887f6e",
+    "frost5.jpg": "5fc6a19df4a429ba68abdcc8f8a4278d4c9f81c9ccafd2c92ab0c8cf8992ebd2",
 }
-CIFAR10R_CLASSES = {w: label for label, ids in _CIFAR10R_WNIDS.items() for w in ids.split()}
+
+# OODRobustBench's id lists (its repository at commit 1be449c, datasets/image_ids/, MIT licence),
+# shipped in image_ids/ beside this file and checked against these SHA-256 sums when read.
+IMAGE_IDS = Path(__file__).parent / "image_ids"
+IMAGE_ID_SHA256 = {
+    "CINIC-10": "d2c25ddc6efb258a6d3226b313b2e0efeea817d7547b30636ac1d1bcd0b3bebf",
+    "CIFAR10-R": "fbc13ec219472445b363911b56a91f65707b14d255f27856912e615a3aa45af1",
+}
 
 
 # ---------------------------------------------------------------------------------------------
 # Downloads
 
-def _algorithm(checksum, name) -> str:
-    """The hash ("md5" or "sha256") that the checksum's length tells."""
-    algo = {32: "md5", 64: "sha256"}.get(len(checksum or ""))
-    if algo is None or any(c not in "0123456789abcdef" for c in checksum.lower()):
+def _algorithm(checksum, name) -> tuple[str, str]:
+    """(hash, expected hex digits) of a checksum: an MD5 (32 hex digits), a SHA-256 (64), or
+    "sha256:" and at least 8 leading hex digits of a SHA-256 (the prefix torch.hub's file names
+    carry)."""
+    text = (checksum or "").lower()
+    algo = {32: "md5", 64: "sha256"}.get(len(text))
+    if text.startswith("sha256:"):
+        algo, text = ("sha256" if 8 <= len(text) - 7 <= 64 else None), text[7:]
+    if algo is None or any(c not in "0123456789abcdef" for c in text):
         raise ValueError(f"{name}: a checksum is required to trust a download: an MD5 (32 hex "
-                         f"digits) or SHA-256 (64 hex digits), got {checksum!r}")
-    return algo
+                         f"digits), a SHA-256 (64 hex digits) or 'sha256:' and at least 8 of its "
+                         f"leading digits, got {checksum!r}")
+    return algo, text
 
 
-def _verify(path: Path, checksum: str, name, advice: str) -> None:
-    algo = _algorithm(checksum, name)
+def _verify(path: Path, checksum: str, name, advice: str) -> str:
+    """The file's full digest, once it matches `checksum` (a ValueError with `advice` if not)."""
+    algo, expected = _algorithm(checksum, name)
     got = file_digest(path, algo)
-    if got != checksum.lower():
-        raise ValueError(f"{name}: checksum mismatch ({algo} {got}, expected {checksum}); "
+    if not got.startswith(expected):
+        raise ValueError(f"{name}: checksum mismatch ({algo} {got}, expected {expected}); "
                          f"{advice}")
+    return got
 
 
-def _fetch(url: str, out: Path) -> None:
+@contextmanager
+def _locked(path: Path):
+    """An exclusive lock on `.<name>.lock` beside `path`: jobs that download or unpack the same
+    file wait for each other instead of writing it twice."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
+        yield
+
+
+def _fetch(url: str, part: Path) -> None:
+    """Append the bytes of `url` that `part` lacks: from its current size on (an HTTP range
+    request; a server that ignores it sends everything, which replaces `part`)."""
+    have = part.stat().st_size if part.is_file() else 0
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         source = Path(urllib.request.url2pathname(parsed.path))
         if not source.is_file():
             raise FileNotFoundError(f"{source}: no such file ({url})")
-        shutil.copyfile(source, out)
-    elif parsed.scheme in ("http", "https"):
-        request = urllib.request.Request(url, headers={"User-Agent": "pabench"})
-        with urllib.request.urlopen(request, timeout=60) as response, open(out, "wb") as fh:
-            shutil.copyfileobj(response, fh, 1 << 20)
-    else:
+        with open(source, "rb") as src, open(part, "ab" if have else "wb") as out:
+            src.seek(have)
+            shutil.copyfileobj(src, out, 1 << 20)
+        return
+    if parsed.scheme not in ("http", "https"):
         raise ValueError(f"unsupported URL {url!r} (use http, https or file)")
+    headers = {"User-Agent": "pabench", **({"Range": f"bytes={have}-"} if have else {})}
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                          timeout=60)
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and have:   # nothing after what `part` holds: it is checked as it is
+            return
+        raise
+    with response:
+        resumed = response.status == 206
+        if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+            raise ValueError(f"{url}: the server answered the range request from byte {have} "
+                             f"with {response.headers.get('Content-Range')!r}")
+        expected = response.headers.get("Content-Length")
+        got = 0
+        with open(part, "ab" if resumed else "wb") as out:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                out.write(block)
+                got += len(block)
+        if expected is not None and got < int(expected):   # http.client does not raise here
+            raise http.client.IncompleteRead(b"", int(expected) - got)
 
 
 def download_file(url: str, dest, checksum: str) -> Path:
     """`url` saved as `dest` once its MD5 / SHA-256 matches `checksum` (a file already at `dest`
-    is checked instead of fetched).  A mismatch leaves nothing at `dest`."""
+    is checked instead of fetched).  An interrupted download keeps its bytes in `dest`.part and
+    the next call resumes it; a mismatch deletes them, so nothing wrong is kept."""
     dest = Path(dest)
     if dest.is_file():
         _verify(dest, checksum, dest, "delete it and download again")
         return dest
     _algorithm(checksum, dest)  # a bad checksum argument fails before a long download
-    log.info("downloading %s", url)
-    with atomic_path(dest) as tmp:
-        _fetch(url, tmp)
-        _verify(tmp, checksum, dest, f"the download from {url} was not kept")
+    part = dest.with_name(dest.name + ".part")
+    with _locked(dest):
+        if dest.is_file():   # another job finished it while this one waited
+            return dest
+        log.info("downloading %s%s", url, f" (resuming {part})" if part.is_file() else "")
+        try:
+            _fetch(url, part)
+        except (OSError, http.client.HTTPException) as err:
+            kept = part.stat().st_size if part.is_file() else 0
+            raise OSError(f"{url}: download failed ({type(err).__name__}: {err}); "
+                          f"{kept} bytes kept in {part}, resumed by the next try") from None
+        try:
+            digest = _verify(part, checksum, dest, f"the download from {url} was not kept")
+        except ValueError:
+            part.unlink()
+            raise
+        os.replace(part, dest)
+    log.info("%s: %s", dest, digest)
     return dest
 
 
@@ -156,8 +222,12 @@ def _download_archive(root, url: str, checksum: str, folder: str, marker: str) -
     target = root / folder
     if target.is_dir():  # only a complete unpacking is ever renamed to `target`
         return target
-    archive = download_file(url, root / Path(urllib.parse.urlparse(url).path).name, checksum)
-    return _unpack(archive, target, marker)
+    with _locked(target):
+        if not target.is_dir():
+            archive = download_file(url, root / Path(urllib.parse.urlparse(url).path).name,
+                                    checksum)
+            _unpack(archive, target, marker)
+    return target
 
 
 def download_cifar10c(root, url: str = CIFAR10C_URL, md5: str = CIFAR10C_MD5) -> Path:
@@ -189,6 +259,16 @@ def download_imagenet_r(root, url: str = IMAGENET_R_URL, md5: str = IMAGENET_R_M
     """ImageNet-R as `root`/imagenet-r (one folder per WordNet id); returns that folder."""
     # The top folder is found by one of its class folders (tabby cat, also a CIFAR-10-R class).
     return _download_archive(root, url, md5, "imagenet-r", "n02123045")
+
+
+def download_frost_photos(root, url: str | None = None, sha256: dict | None = None) -> Path:
+    """The reference generator's frost photographs in `root`/frost; returns that folder.  `url`:
+    a template with `{name}` for each file of `sha256` ({file name: SHA-256}); defaults:
+    `FROST_URL`, `FROST_SHA256`."""
+    folder = Path(root) / "frost"
+    for name, digest in (sha256 or FROST_SHA256).items():
+        download_file((url or FROST_URL).format(name=name), folder / name, digest)
+    return folder
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,38 +392,54 @@ def _stack(paths, labels, read):
     return images, np.asarray(labels, dtype=np.int64)
 
 
-def load_cinic10(folder, n: int | None = 10_000):
-    """The first `n` (None: all) ImageNet-derived test images of a CINIC-10 folder (`test/<class>/`;
-    files named "cifar10-..." come from CIFAR-10 and are left out).  Stable order: file names
-    sorted within each class, classes interleaved (one image per class in label order, then the
-    next), so that every prefix is class-balanced.  OODRobustBench draws its 10,000 from a fixed
-    id list of its own, which is not public."""
+@lru_cache(maxsize=None)
+def image_ids(name: str) -> tuple[str, ...]:
+    """One of OODRobustBench's id lists shipped in `IMAGE_IDS` ("CINIC-10", "CIFAR10-R"), in its
+    order: `<class>/<file>` per image, checked against its SHA-256."""
+    path = IMAGE_IDS / f"{name}_image_ids.txt"
+    _verify(path, IMAGE_ID_SHA256[name], path, "the package's id list is damaged: reinstall pabench")
+    return tuple(path.read_text().splitlines())
+
+
+def _listed(folder: Path, ids, n, where) -> tuple[list[Path], np.ndarray]:
+    """The files of the first `n` (None: all) ids under `folder` (`where(id)`: an id's relative
+    path) and their labels (the id's class folder); missing files are an error naming them."""
     if n is not None and n < 1:
         raise ValueError(f"n must be positive, got {n}")
-    test = Path(folder) / "test"
-    by_class = _class_images(test, CIFAR10_CLASSES, CIFAR10_CLASSES)
-    lists = [[p for p in by_class[c] if not p.name.startswith("cifar")] for c in CIFAR10_CLASSES]
-    order = []
-    for i in range(max(len(files) for files in lists)):
-        order += [(files[i], label) for label, files in enumerate(lists) if i < len(files)]
-    if not order:
-        raise ValueError(f"{test}: no ImageNet-derived images (all names start with 'cifar')")
-    order = order[:n]
-    return _stack([p for p, _ in order], [label for _, label in order],
-                  lambda p: _image32(p, squash=False))
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such folder")
+    ids = ids[:n]
+    paths = [folder / where(i) for i in ids]
+    missing = [str(where(i)) for i, p in zip(ids, paths) if not p.is_file()]
+    if missing:
+        raise ValueError(f"{folder}: {len(missing)} of the {len(ids)} listed images are missing, "
+                         f"e.g. {', '.join(missing[:3])}")
+    labels = np.array([CIFAR10_CLASSES.index(i.split("/")[0]) for i in ids], dtype=np.int64)
+    return paths, labels
 
 
-def load_cifar10r(imagenet_r_folder):
-    """CIFAR-10-R built from an ImageNet-R folder: the images of the `CIFAR10R_CLASSES` folders
-    (the others are ignored), ordered by label, WordNet id and file name, converted to RGB and
-    resized to 32x32 with Pillow's box filter without keeping the aspect ratio, as the authors'
-    make_cifar-r.py does (CINIC-10's and Imagenet32's downscaling)."""
-    folder = Path(imagenet_r_folder)
-    wnids = sorted(CIFAR10R_CLASSES, key=lambda w: (CIFAR10R_CLASSES[w], w))
-    by_class = _class_images(folder, wnids, wnids)
-    paths = [p for w in wnids for p in by_class[w]]
-    return _stack(paths, [CIFAR10R_CLASSES[w] for w in wnids for _ in by_class[w]],
-                  lambda p: _image32(p, squash=True))
+def load_cinic10(folder, n: int | None = 10_000):
+    """The first `n` (None: all 70,000) images of OODRobustBench's CINIC-10 id list (the
+    ImageNet-derived test images, shuffled), in the list's order, from a CINIC-10 folder
+    (`test/<class>/<file>.png`, 32x32)."""
+    paths, labels = _listed(Path(folder) / "test", image_ids("CINIC-10"), n, Path)
+    return _stack(paths, labels, lambda p: _image32(p, squash=False))
+
+
+def imagenet_r_name(cifar10r_id: str) -> str:
+    """The ImageNet-R file a CIFAR-10-R id was made from: `dog/n02085620_misc_36.png` (the
+    authors' 32x32 file) -> `n02085620/misc_36.jpg`."""
+    wnid, stem = cifar10r_id.split("/")[1].rsplit(".", 1)[0].split("_", 1)
+    return f"{wnid}/{stem}.jpg"
+
+
+def load_cifar10r(imagenet_r_folder, n: int | None = None):
+    """CIFAR-10-R built from an ImageNet-R folder: the first `n` (None: all 6,837) images of
+    OODRobustBench's id list, in its order, labelled by the list's CIFAR-10 class, converted to
+    RGB and resized to 32x32 with Pillow's box filter without keeping the aspect ratio, as the
+    authors' make_cifar-r.py does (CINIC-10's and Imagenet32's downscaling)."""
+    paths, labels = _listed(Path(imagenet_r_folder), image_ids("CIFAR10-R"), n, imagenet_r_name)
+    return _stack(paths, labels, lambda p: _image32(p, squash=True))
 
 
 def load_image_folder(folder, classes, required=None, n: int | None = None, seed: int = 0,

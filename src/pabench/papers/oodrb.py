@@ -26,15 +26,19 @@ def _table(*kinds: str):
 def _meta(config: dict, **extra) -> dict:
     """What every caption states: data, zoo, eps, attack, image counts, shifts."""
     o = _o(config)
-    zoo = plan.zoo(config)
-    methods = sorted({s["method"] for s in zoo.values()})
+    zoo = plan.trained(config)
+    methods = sorted({plan.zoo(config)[m]["method"] for m in zoo})
+    published = plan.published(config)
     shift_note = (f"{len(o['corruptions'])} corruptions x severities {o['severities']} "
-                  + ("(published CIFAR-10-C)" if o["cifar10c"] else "(our generator)")
+                  + ("(published CIFAR-10-C)" if o["corruption_source"] == "published" else
+                     "(our generator; frost from the reference's photographs)"
+                     if o["frost"] == "photos" else "(our generator)")
                   + f"; natural shifts {o['natural']}")
     return {"data": DATA[o["dataset"]],
             "models": " + ".join(
                 ([f"{len(zoo)} self-trained ({', '.join(methods)}; {plan.describe_zoo(config)})"]
                  if zoo else [])
+                + ([f"{len(published)} published standardly trained"] if published else [])
                 + ([f"{len(o['robustbench'])} RobustBench"] if o["robustbench"] else [])),
             "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
                                                   f"({o['mm5']['steps']} iterations per target)",
@@ -119,7 +123,7 @@ ENTRIES = (
     Entry(P, "models", f"{TABLES}:models", "oodrb",
           "The self-trained zoo: method, architecture, epochs, augmentation, TRADES beta, final "
           "training loss, training seconds and ID test accuracy", kind="table",
-          inputs=_table("history"), meta=_meta, enabled=lambda c: bool(plan.zoo(c))),
+          inputs=_table("history"), meta=_meta, enabled=lambda c: bool(plan.trained(c))),
     Entry(P, "pa_severity", f"{FIGURES}:pa_severity", "oodrb",
           "PA under dataset shift (new): log PA (exact solver) between each model's logits on "
           "the clean images and on their corrupted copies, against severity, one panel per "

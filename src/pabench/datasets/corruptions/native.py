@@ -17,7 +17,7 @@ from scipy.special import ndtri
 
 from pabench.core.native import compile_library
 from pabench.datasets.corruptions import blur, digital, noise, weather
-from pabench.datasets.corruptions.frost import frost_textures
+from pabench.datasets.corruptions.frost import frost_textures_hwc
 
 SOURCE = Path(__file__).with_name("native.c")
 # No -ffast-math and no fused multiply-adds: the fallbacks' float operations, one for one.
@@ -168,16 +168,10 @@ def defocus_blur(images, severity, rs):
     return out
 
 
-@lru_cache(maxsize=1)
-def _frost_hwc() -> np.ndarray:
-    """The frost textures (T, side, side, 3) uint8, interleaved like the images."""
-    return np.ascontiguousarray(frost_textures().numpy().transpose(0, 2, 3, 1))
-
-
 def frost(images, severity, rs):
     w_image, w_frost = weather.FROST[severity - 1]
     pick, top, left = weather.frost_draws(rs, *images.shape[1:3])
-    textures = _frost_hwc()
+    textures = frost_textures_hwc()   # (T, side, side, 3), interleaved like the images
     out = np.empty_like(images)
     b, h, w, _ = images.shape
     load().cc_frost(_ptr(images), _ptr(out), b, h, w, _ptr(textures), textures.shape[1],

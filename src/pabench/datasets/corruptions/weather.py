@@ -7,7 +7,7 @@ from scipy import ndimage
 
 from pabench.datasets.corruptions import liquid
 from pabench.datasets.corruptions.blur import motion_blur_u8
-from pabench.datasets.corruptions.frost import frost_textures
+from pabench.datasets.corruptions.frost import frost_sizes, frost_textures
 
 # (mean, std, zoom, threshold, blur radius, blur sigma, blend)
 SNOW = ((0.1, 0.2, 1, 0.6, 8, 3, 0.95), (0.1, 0.2, 1, 0.5, 10, 4, 0.9),
@@ -68,18 +68,22 @@ def snow(x, severity, rs):
 
 
 def frost_draws(rs, h: int, w: int):
-    """Each image's texture index and the top-left corner of its crop, (B,) int64 each."""
-    side = frost_textures().shape[-1]
-    pick = rs.integers(0, frost_textures().shape[0], 1)[:, 0]
-    top, left = rs.integers(0, side - h, 1)[:, 0], rs.integers(0, side - w, 1)[:, 0]
+    """Each image's texture index and the top-left corner of its crop, (B,) int64 each (the
+    reference's order: index, row, column; each within its texture's size)."""
+    sizes = frost_sizes()
+    pick = rs.integers(0, len(sizes), 1)[:, 0]
+    # float32 bounds, as a scalar bound multiplies the float32 draws
+    top = rs.integers(0, (sizes[pick, :1] - h).astype(np.float32), 1)[:, 0]
+    left = rs.integers(0, (sizes[pick, 1:] - w).astype(np.float32), 1)[:, 0]
     return pick, top, left
 
 
 def frost(x, severity, rs):
-    """The image blended with a random 32x32 crop of one of five frost textures.  The reference
-    crops photographs (indices from randint(5): five of its six files); ours are procedural."""
+    """The image blended with a random 32x32 crop of one of five frost textures: procedural, or
+    the reference's photographs (indices from randint(5): five of its six files) within
+    `frost.photos`."""
     w_image, w_frost = FROST[severity - 1]
-    textures = frost_textures()                     # (5, 3, S, S) uint8
+    textures = frost_textures()                     # (5, 3, S, S) uint8, padded
     b, _, h, w = x.shape
     pick, top, left = frost_draws(rs, h, w)
     rows = torch.from_numpy(top)[:, None] + torch.arange(h)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pabench.adversarial.published import CATALOGUE
 from pabench.core.config import checks
 from pabench.experiments.oodrb import plan
 
@@ -48,6 +49,19 @@ def oodrb(config: dict) -> list[str]:
             errors.append(f"{key}: eps_scale {t['eps_scale']} x oodrb.eps {eps:g} is outside (0, 1]")
         if t["kind"] in ("linf", "l2") and "steps" in t:
             errors.append(f"{key}: {t['kind']} threats run MM5 (oodrb.mm5 sets its steps)")
+    for i, m in enumerate(o["zoo"]["models"]):
+        if "published" not in m:
+            continue
+        key = f"oodrb.zoo.models[{i}] ({m['name']})"
+        if m["published"] not in CATALOGUE:
+            errors.append(f"{key}.published: {m['published']!r} is not in the catalogue "
+                          f"(pabench.adversarial.published: {', '.join(CATALOGUE)})")
+        extra = sorted(set(m) - {"name", "published"})
+        if extra:
+            errors.append(f"{key}: a published model is downloaded, not trained: it takes only "
+                          f"name and published, not {extra}")
+        if o["dataset"] != "cifar10":
+            errors.append(f"{key}: published models are CIFAR-10 models (oodrb.dataset: cifar10)")
     zoo = plan.zoo(config)
     if not zoo and not o["robustbench"]:
         errors.append("oodrb.zoo.models: no models to evaluate (and oodrb.robustbench is empty)")
@@ -69,9 +83,11 @@ def oodrb(config: dict) -> list[str]:
     if o["agreement_shift"] is not None and o["agreement_shift"] not in o["natural"]:
         errors.append(f"oodrb.agreement_shift: {o['agreement_shift']!r} is not one of "
                       f"oodrb.natural {o['natural']}")
-    if o["dataset"] == "mnist32" and (o["robustbench"] or o["cifar10c"]):
-        errors.append("oodrb: RobustBench models and published CIFAR-10-C files need "
-                      "oodrb.dataset: cifar10")
+    if o["dataset"] == "mnist32" and o["robustbench"]:
+        errors.append("oodrb.robustbench: RobustBench models need oodrb.dataset: cifar10")
+    if o["dataset"] == "mnist32" and o["corruption_source"] == "published":
+        errors.append("oodrb.corruption_source: published (the CIFAR-10-C files) needs "
+                      "oodrb.dataset: cifar10; the digit stand-in takes generator")
     for name, folder in o.get("natural_folders", {}).items():
         if name not in o["natural"]:
             errors.append(f"oodrb.natural_folders.{name}: {name!r} is not one of oodrb.natural "

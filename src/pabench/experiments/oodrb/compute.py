@@ -46,16 +46,8 @@ def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) 
     # images per corruption the corruptions together still cover the whole ID test split.
     k = list(o["corruptions"]).index(name) if name in o["corruptions"] else 0
     source = (k * n + np.arange(n)) % len(test_x)
-    if o["cifar10c"]:
-        from pabench.datasets.cifar_shifts import load_cifar10c
-
-        parts = [load_cifar10c(o["cifar10c"], name, s, o["n_shift"]) for s in severities]
-        x = np.stack([p[0] for p in parts])
-        # The published images corrupt the CIFAR-10 test images in order: they pair with the ID
-        # split only when that is the whole test set (n_test 10,000, kept in order).
-        m = len(parts[0][1])
-        source = np.arange(m) if len(test_x) == 10_000 else np.full(m, -1)
-        return {"x": x, "y": parts[0][1], "severities": np.array(severities), "source": source}
+    if o["corruption_source"] == "published":
+        return published_corruption(o, name, test_y)
     from pabench.datasets.corruptions import corrupt
 
     nhwc = np.ascontiguousarray(test_x[source].transpose(0, 2, 3, 1))
@@ -63,6 +55,41 @@ def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) 
                   .transpose(0, 3, 1, 2) for s in severities])
     return {"x": np.ascontiguousarray(x), "y": test_y[source], "severities": np.array(severities),
             "source": source}
+
+
+def published_corruption(o: dict, name: str, test_y: np.ndarray) -> dict:
+    """One corruption of the published CIFAR-10-C (downloaded into cifar10c_root, MD5-checked):
+    the first n_shift images of each configured severity.  They corrupt the 10,000 CIFAR-10 test
+    images in order, so image i pairs with ID image i when the ID split is that whole test set
+    (n_test 10,000, kept in order; its labels must then agree), and with none otherwise."""
+    from pabench.datasets.cifar_shifts import download_cifar10c, load_cifar10c
+
+    folder = download_cifar10c(o["cifar10c_root"])
+    parts = [load_cifar10c(folder, name, s, o["n_shift"]) for s in o["severities"]]
+    y = parts[0][1]
+    source = np.full(len(y), -1)
+    if len(test_y) == 10_000:
+        if not np.array_equal(y, test_y[:len(y)]):
+            raise ValueError(f"{folder}: the labels of {name} differ from the ID test labels: "
+                             "not the CIFAR-10 test set in order, so no image pairs with its "
+                             "original")
+        source = np.arange(len(y))
+    return {"x": np.stack([p[0] for p in parts]), "y": y,
+            "severities": np.array(o["severities"]), "source": source}
+
+
+def frost_textures(o: dict, shift: str):
+    """The frost textures for this shift's job (a context manager): the reference generator's
+    photographs (downloaded into frost_root, SHA-256-checked) where our generator makes frost
+    with `frost: photos`; otherwise nothing changes (procedural textures)."""
+    from contextlib import nullcontext
+
+    if shift != "frost" or o["corruption_source"] != "generator" or o["frost"] != "photos":
+        return nullcontext()
+    from pabench.datasets.cifar_shifts import download_frost_photos
+    from pabench.datasets.corruptions.frost import photos
+
+    return photos(download_frost_photos(o["frost_root"]))
 
 
 def natural_data(o: dict, name: str) -> dict:

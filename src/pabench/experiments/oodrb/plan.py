@@ -32,15 +32,30 @@ def dataset(config: dict) -> str:
 
 
 def zoo(config: dict) -> dict[str, dict]:
-    """Every self-trained model's full settings ({name: settings}), defaults filled in."""
+    """Every zoo model's settings ({name: settings}): a self-trained one's with the defaults
+    filled in; a published one's (`published: <catalogue id>`, standardly trained, downloaded)
+    method undefended and the catalogue's architecture."""
     z = _o(config)["zoo"]
-    return {spec["name"]: {**z["defaults"], **{k: v for k, v in spec.items() if k != "name"}}
+    return {spec["name"]: (_published_spec(spec["published"]) if "published" in spec else
+                           {**z["defaults"], **{k: v for k, v in spec.items() if k != "name"}})
             for spec in z["models"]}
 
 
+def _published_spec(name: str) -> dict:
+    from pabench.adversarial.published import CATALOGUE
+
+    arch = CATALOGUE[name].arch if name in CATALOGUE else "unknown"   # checks.py names it
+    return {"method": "undefended", "arch": arch, "published": name}
+
+
+def published(config: dict) -> list[str]:
+    """The zoo models whose weights are downloaded, not trained."""
+    return [name for name, spec in zoo(config).items() if "published" in spec]
+
+
 def describe_zoo(config: dict) -> str:
-    """The zoo's variety in a caption: "arch smallcnn4, smallcnn8; epochs 1, 3; ..."."""
-    specs = zoo(config).values()
+    """The self-trained zoo's variety in a caption: "arch smallcnn4, smallcnn8; epochs 1, 3; ..."."""
+    specs = [zoo(config)[name] for name in trained(config)]
     parts = []
     for key in ("arch", "epochs", "augment", "trades_beta"):
         values = sorted({s[key] for s in specs if key != "trades_beta" or s["method"] == "trades"},
@@ -60,7 +75,8 @@ def models(config: dict) -> list[str]:
 
 
 def trained(config: dict) -> list[str]:
-    return list(zoo(config))
+    """The zoo models trained here (oodrb_train)."""
+    return [name for name, spec in zoo(config).items() if "published" not in spec]
 
 
 def shifts(config: dict) -> list[str]:
@@ -135,7 +151,8 @@ def table3_models(config: dict) -> list[str]:
 
 
 def model_input(config: dict, dataset: str, model: str) -> list[str]:
-    """A zoo model's checkpoint; RobustBench models are fetched by the job itself (none)."""
+    """A zoo model's checkpoint (trained, or published and converted); RobustBench models are
+    fetched by the job itself (none)."""
     return [paths.oodrb_file("models", dataset, model)] if model in zoo(config) else []
 
 
