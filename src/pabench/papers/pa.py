@@ -155,13 +155,15 @@ ENTRIES = (
     _confidence_figure("fig09", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
                        "FMN at AR = 0.5 and AR = 1"),
     Entry(P, "fig10", "pabench.experiments.text.figures:fig10", "text",
-          "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a DistilBERT sentiment "
-          "classifier on IMDB test reviews against the shift power W (2^W replacements per "
-          "review): Levenshtein (character insertions, deletions, substitutions), Amplification "
-          "(words replaced by adjectives of the review's true sentiment) and Contradiction "
-          "(adjectives of the opposite sentiment); the clean accuracy dotted. Paper scale only: "
-          "IMDB and the DistilBERT weights are downloaded (no offline sentiment corpus or text "
-          "model on PyPI or Debian)",
+          "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a sentiment classifier on "
+          "IMDB reviews against the shift power W (2^W replacements per review, capped at what "
+          "a review has): Levenshtein (character insertions, deletions, substitutions), "
+          "Amplification (words replaced by adjectives of the review's true sentiment) and "
+          "Contradiction (adjectives of the opposite sentiment); the clean accuracy dotted. Paper "
+          "scale: DistilBERT-base on IMDB's test reviews (downloaded). Quick scale, offline: the "
+          "IMDB sentences of the UCI labelled sentences and a real cross-domain sentiment model, "
+          "MiniLM sentence embeddings with a logistic-regression head trained on the Amazon and "
+          "Yelp sentences; its posteriors are the head's logits",
           inputs=lambda c: {"table": paths.TEXT_TABLE},
           args=lambda c: {"strategies": list(c["text"]["strategies"])},
           meta=text.figure_meta, enabled=text.enabled,
