@@ -237,7 +237,7 @@ def config_with(overlay: str) -> dict:
     ("text:\n  device: tpu\n", "key 'text.device'"),
     ("text:\n  typo: 1\n", "unknown key 'text.typo'"),
     ("text:\n  data: tweets\n", "key 'text.data': 'tweets' is not one of ['sentences', 'imdb']"),
-    ("text:\n  head: svm\n", "key 'text.head'"),
+    ("text:\n  head: svm\n", "key 'text.head': 'svm' is not one of [None, 'logistic']"),
     ("text:\n  sentences: {folder: ''}\n", "key 'text.sentences.folder'"),
     ("text:\n  head: logistic\n", "text.head: a logistic head is trained on the labelled sentences"),
     ("text:\n  data: sentences\n  n: 1200\n", "text.n: 1200 exceeds the 1000 IMDB sentences"),
