@@ -11,7 +11,7 @@ from snakemake.utils import min_version, validate
 from pabench.core import config as pabench_config
 from pabench import cluster, jobserver, tracking
 from pabench.core import allocator, paths
-from pabench.reporting.registry import all_targets
+from pabench.reporting.registry import all_targets, unbuildable
 
 min_version("8.0")
 
@@ -29,6 +29,11 @@ except pabench_config.ConfigError as err:
     # Report the offending keys plainly and stop before any job is planned.
     sys.exit(f"pabench: {err}")
 validate(config, SCHEMA)
+# A figure asked for by name that this config cannot build for want of a setting only the user
+# can give (ImageNet's folder for Figures 17-18): say what to set, before any job.
+_unbuildable = unbuildable(config, sys.argv[1:])
+if _unbuildable:
+    sys.exit(f"pabench: {_unbuildable}")
 # Jobs keep freed memory for reuse instead of faulting large tensors in afresh each time: set
 # before any server or job starts, which all inherit it (pabench.core.allocator; 1.3-1.5x faster
 # ResNet forward passes on CPU).

@@ -25,6 +25,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from pabench.core.paths import TextView, adv_run
+from pabench.datasets.sentences import PER_DOMAIN
 from pabench.experiments.adversarial import plan as adv
 from pabench.experiments.avgcase import plan as avg
 from pabench.experiments.dg import plan as dg
@@ -179,7 +180,7 @@ def text(config: dict) -> list[Work]:
     if not text_plan.enabled(config):
         return []
     t = config["text"]
-    n = _size(t["n"], IMDB_TEST)
+    n = _size(t["n"], PER_DOMAIN if text_plan.on_sentences(config) else IMDB_TEST)
     net = Net("text", t["model"], (int(t["max_length"]),), 2)
     return [Work("pa-text", f"text_logits {view.tag}", net, "forward", n, {"fwd": n})
             for view in [TextView(), *text_plan.views(config)]]

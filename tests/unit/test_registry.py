@@ -178,3 +178,22 @@ def test_resources_are_derived_from_a_runs_timing_table(tmp_path):
     assert got["train_dg"] == {"mem_mb": 1536, "runtime": 10}   # 1000 MB * 1.5 -> 1536; 400 s * 1.5
     assert got["pa_fig01"] == got["figure"] == {"mem_mb": 512, "runtime": 5}   # the floors
     assert got["table"] == {"mem_mb": 512, "runtime": 5} and "total" not in got
+
+
+def test_imagenet_results_asked_for_without_a_folder_name_the_key_to_set(monkeypatch):
+    monkeypatch.chdir(REPO)   # an absolute target is read relative to the workflow's folder
+    paper = CONFIGS["paper"]
+    assert paper["adversarial"]["imagenet"]["folder"] is None
+    imagenet = {"pa_fig17", "pa_fig18", "pa_models_imagenet"}
+    assert not imagenet & {e.rule for e in PAPERS["pa"].enabled(paper)}
+    message = registry.unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
+                                           str(REPO / "figures/pa/models-imagenet.csv")])
+    assert message.startswith("pa_fig17, figures/pa/fig18.png, figures/pa/models-imagenet.csv: ")
+    assert message.count("adversarial.imagenet.folder is null; set it to a folder of ImageNet "
+                         "validation images in class subfolders") == 1
+    # nothing to say for the paper, other figures, or once the folder is given
+    assert registry.unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
+    given = {**paper, "adversarial": {**paper["adversarial"],
+                                      "imagenet": {**paper["adversarial"]["imagenet"], "folder": "val"}}}
+    assert imagenet <= {e.rule for e in PAPERS["pa"].enabled(given)}
+    assert registry.unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""

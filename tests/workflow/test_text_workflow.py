@@ -1,7 +1,9 @@
-"""Figure 10 through Snakemake: planned at the paper scale only, and built end to end (the rules'
-scripts, W&B runs, the figure) from the rehearsal's stand-ins: a fake IMDB archive in the
-published layout and a tiny random DistilBERT loaded by path.  One strategy at one W keeps it
-within a minute on 2 cores; tests/unit/test_text_model.py covers every strategy."""
+"""Figure 10 through Snakemake: planned at the quick scale (labelled sentences, MiniLM with a
+logistic head) and the paper scale, not the test scale, and built end to end (the rules' scripts,
+W&B runs, the figure) from the rehearsal's stand-ins: a fake IMDB archive in the published layout
+and a tiny random DistilBERT loaded by path.  One strategy at one W keeps it within a minute on 2
+cores; tests/unit/test_text_model.py covers every strategy, tests/unit/test_text_encoder.py the
+quick scale's classifier."""
 import pandas as pd
 import pytest
 
@@ -14,9 +16,14 @@ pytestmark = pytest.mark.workflow
 TEXT_RULES = {"text_data", "text_model", "text_logits", "text_score", "pa_fig10"}
 
 
-def test_figure_10_is_planned_at_the_paper_scale_only(workdir):
-    quick = {rule for rule, _ in planned(workdir, "pa")}
-    assert not quick & TEXT_RULES and "pa_fig09" in quick
+def test_figure_10_is_planned_at_the_quick_and_paper_scales(workdir):
+    # quick: a dry run plans every text rule, the sentences' folder unread (a missing one fails
+    # only Figure 10's jobs, saying how to get it)
+    (workdir / "nowhere.yaml").write_text("text:\n  sentences: {folder: nowhere}\n")
+    quick = [rule for rule, _ in planned(workdir, "pa", "--configfile", "nowhere.yaml")]
+    assert TEXT_RULES <= set(quick) and quick.count("text_logits") == 1 + 3 * 4
+    test = {rule for rule, _ in planned(workdir, "pa", "--configfile", "workflow/config/test.yaml")}
+    assert not test & TEXT_RULES and "pa_fig09" in test
     paper = planned(workdir, "pa", "--configfile", "workflow/config/paper.yaml")
     rules = [rule for rule, _ in paper]
     assert TEXT_RULES <= set(rules) and rules.count("text_logits") == 1 + 3 * 7
@@ -25,7 +32,7 @@ def test_figure_10_is_planned_at_the_paper_scale_only(workdir):
 def test_figure_10_builds_from_stand_ins(workdir):
     rehearsal.write_text(workdir / "data/stand-in")
     (workdir / "text.yaml").write_text(
-        "text:\n  enabled: true\n"
+        "text:\n  enabled: true\n  data: imdb\n  head: null\n"
         "  imdb: {archive: data/stand-in/aclImdb_v1.tar.gz, md5: null}\n"
         "  n: 8\n  strategies: [amplification]\n  powers: [1]\n"
         "  model: data/stand-in/distilbert\n  revision: null\n  batch_size: 4\n  device: cpu\n"

@@ -37,7 +37,8 @@ _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 class Review:
     id: str        # "<class>/<number>", e.g. "pos/1234": unique within a split
     label: int     # 0 negative, 1 positive
-    rating: int    # the star rating in the file name (1-4 negative, 7-10 positive)
+    rating: int | None   # the star rating in the file name (1-4 negative, 7-10 positive); None: none
+                         # (the labelled sentences of pabench.datasets.sentences)
     text: str
 
 
@@ -141,7 +142,8 @@ def load_reviews(path) -> list[Review]:
         raise FileNotFoundError(f"{path}: no such file")
     try:
         data = json.loads(path.read_text())
-        reviews = [Review(str(r["id"]), int(r["label"]), int(r["rating"]), str(r["text"]))
+        reviews = [Review(str(r["id"]), int(r["label"]),
+                          None if r["rating"] is None else int(r["rating"]), str(r["text"]))
                    for r in data["reviews"]]
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a reviews file ({type(err).__name__}: {err})") from None

@@ -43,11 +43,22 @@ def _ar_figure(name: str, attack: str, caption: str, dataset=None, main_ar_max=N
         meta=lambda c: adv.figure_meta(c, [attack], ds(c)),
         enabled=lambda c: attack in adv.attack_settings(c, ds(c))
         and (ds(c) != "imagenet" or adv.imagenet_on(c)),
+        **({"requires": _imagenet_folder} if dataset is _imagenet else {}),
         claims=_AR_CLAIMS.get(name, ()))
 
 
 def _imagenet(config: dict) -> str:
     return "imagenet"
+
+
+def _imagenet_folder(config: dict) -> str:
+    """What to set where ImageNet is asked for without its images (Figures 17-18, models-imagenet)."""
+    if adv.imagenet_on(config):
+        return ""
+    return ("adversarial.imagenet.folder is null; set it to a folder of ImageNet validation "
+            "images in class subfolders (ImageFolder layout: the 1000 WordNet-id folders, "
+            "n01440764/ ..., or folders named by class index 0-999 for a subset), e.g. in an "
+            "overlay passed with --configfile: adversarial: {imagenet: {folder: /path/to/imagenet/val}}")
 
 
 def _confidence_panels(config: dict, name: str) -> list[tuple[str, Eps, float]]:
@@ -90,7 +101,8 @@ def _models_table(dataset: str) -> Entry:
         inputs=lambda c: {"table": paths.adv_table(dataset), "histories": adv.histories(c, dataset)},
         args=lambda c: {"models": adv.models(c, dataset), "zoo": c["adversarial"]["zoo"]},
         meta=lambda c: {"data": adv.DATASET_LABEL[dataset]},
-        enabled=lambda c: dataset in adv.datasets(c))
+        enabled=lambda c: dataset in adv.datasets(c),
+        **({"requires": _imagenet_folder} if dataset == "imagenet" else {}))
 
 
 # Claims (pabench.experiments.*.claims) each figure backs.
@@ -155,13 +167,15 @@ ENTRIES = (
     _confidence_figure("fig09", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
                        "FMN at AR = 0.5 and AR = 1"),
     Entry(P, "fig10", "pabench.experiments.text.figures:fig10", "text",
-          "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a DistilBERT sentiment "
-          "classifier on IMDB test reviews against the shift power W (2^W replacements per "
-          "review): Levenshtein (character insertions, deletions, substitutions), Amplification "
-          "(words replaced by adjectives of the review's true sentiment) and Contradiction "
-          "(adjectives of the opposite sentiment); the clean accuracy dotted. Paper scale only: "
-          "IMDB and the DistilBERT weights are downloaded (no offline sentiment corpus or text "
-          "model on PyPI or Debian)",
+          "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a sentiment classifier on "
+          "IMDB reviews against the shift power W (2^W replacements per review, capped at what "
+          "a review has): Levenshtein (character insertions, deletions, substitutions), "
+          "Amplification (words replaced by adjectives of the review's true sentiment) and "
+          "Contradiction (adjectives of the opposite sentiment); the clean accuracy dotted. Paper "
+          "scale: DistilBERT-base on IMDB's test reviews (downloaded). Quick scale, offline: the "
+          "IMDB sentences of the UCI labelled sentences and a real cross-domain sentiment model, "
+          "MiniLM sentence embeddings with a logistic-regression head trained on the Amazon and "
+          "Yelp sentences; its posteriors are the head's logits",
           inputs=lambda c: {"table": paths.TEXT_TABLE},
           args=lambda c: {"strategies": list(c["text"]["strategies"])},
           meta=text.figure_meta, enabled=text.enabled,

@@ -46,6 +46,10 @@ def _always(config: dict) -> bool:
     return True
 
 
+def _ready(config: dict) -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class Entry:
     paper: str
@@ -59,6 +63,9 @@ class Entry:
     meta: Callable[[dict], dict] = _nothing       # config -> provenance for the caption
     claims: tuple[str, ...] = ()                  # ids of the claims this result backs
     enabled: Callable[[dict], bool] = _always     # config -> whether this scale builds it
+    # config -> "" or, where a setting that only the user can give is missing (a data folder),
+    # what to set: the run stops with it before any job when this result is asked for by name
+    requires: Callable[[dict], str] = _ready
 
     def __post_init__(self):
         if self.kind not in ("figure", "table"):
@@ -135,6 +142,24 @@ def rule_outputs(paper: Paper, entry: Entry) -> dict:
 def all_targets(config: dict) -> list[str]:
     """Every paper's files at this config's scale."""
     return [p for paper in papers().values() for p in paper.targets(config)]
+
+
+def unbuildable(config: dict, targets) -> str:
+    """One message for the targets of a command line (`targets`: its words; a rule's name or one
+    of its files, `./` or absolute allowed) that name a result this config cannot build for want
+    of a setting (Entry.requires), grouped by what to set; "" when there are none."""
+    import os
+
+    words = {os.path.relpath(t) if os.path.isabs(t) else os.path.normpath(t) for t in targets}
+    asked: dict[str, list[str]] = {}
+    for paper in papers().values():
+        for e in paper.entries:
+            named = [t for t in (e.rule, *e.outputs().values()) if t in words]
+            need = named and e.requires(config)
+            if need:
+                asked.setdefault(need, []).extend(named)
+    return "; ".join(f"{', '.join(names)}: cannot be built with this configuration: {need}"
+                     for need, names in asked.items())
 
 
 def claim_tables(config: dict) -> dict:

@@ -10,8 +10,8 @@ from pabench.reporting.plotting import plt, save_figure
 
 LABELS = {"levenshtein": "Levenshtein", "amplification": "Amplification",
           "contradiction": "Contradiction"}
-PLOTTED = ("model", "strategy", "power", "replacements", "mean_replacements_made", "n", "logpa_adam",
-           "logpa_exact", "beta_adam", "afr_true", "afr_pred", "clean_accuracy", degenerate.COLUMN)
+PLOTTED = ("model", "strategy", "power", "replacements", "mean_replacements_made", "capped", "n",
+           "logpa_adam", "logpa_exact", "beta_adam", "afr_true", "afr_pred", "clean_accuracy", degenerate.COLUMN)
 
 
 def fig10(inputs: dict, outputs, meta: dict, strategies) -> pd.DataFrame:

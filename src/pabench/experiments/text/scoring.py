@@ -17,7 +17,8 @@ def score_text_views(clean: dict, views: dict[TextView, dict], settings: PASetti
                      model: str = "") -> pd.DataFrame:
     """One row per shifted view (views: {TextView: logits record}, records as
     compute.load_logits returns them), in their order: the model's name, strategy, W, 2^W, the
-    mean replacements made, n, clean accuracy and the scores.  The model is flagged `degenerate`
+    mean replacements made, the share of reviews whose shift was capped (fewer characters or
+    words than 2^W), n, clean accuracy and the scores.  The model is flagged `degenerate`
     when its clean accuracy is near chance or PA is at beta* = 0 in every view."""
     if not views:
         raise ValueError("no shifted views to score")
@@ -37,6 +38,8 @@ def score_text_views(clean: dict, views: dict[TextView, dict], settings: PASetti
                          "power": [v.power for v in order],
                          "replacements": [int(views[v]["replacements"]) for v in order],
                          "mean_replacements_made": [float(views[v]["made"].mean()) for v in order],
+                         "capped": [float((views[v]["made"] < views[v]["replacements"]).mean())
+                                    for v in order],
                          "n": len(labels), "clean_accuracy": clean_accuracy})
     flagged = degenerate.flag(clean_accuracy, len(labels), 2, scores.beta_exact)
     return pd.concat([keys, scores], axis=1).assign(**{degenerate.COLUMN: flagged})
