@@ -155,11 +155,32 @@ def test_figure_10_draws_every_strategy_from_the_table(reviews, classifier, tmp_
         fig10({"table": str(table)}, outputs, {"caption": "c", "scale": "paper"}, strategies=["nope"])
 
 
-def _table(acc: dict, pa: dict, clean_accuracy=0.8) -> pd.DataFrame:
+def _table(acc: dict, pa: dict, clean_accuracy=0.8, beta: dict | None = None) -> pd.DataFrame:
+    beta = beta or {}
     rows = [{"model": "m", "strategy": s, "power": w, "afr_true": acc[s][w], "logpa_adam": pa[s][w],
+             "beta_exact": beta.get(s, [1.0] * len(acc[s]))[w],
              "clean_accuracy": clean_accuracy, "degenerate": False}
             for s in acc for w in range(len(acc[s]))]
     return pd.DataFrame(rows)
+
+
+def test_pa_flat_at_its_floor_counts_as_fallen_and_a_flat_stretch_above_it_does_not():
+    claims = load(["pabench.experiments.text.claims"])
+    falling = [-1.0, -5.0, -9.0, -20.0]
+    accuracy = {"amplification": [0.8, 0.82, 0.85, 0.9], "levenshtein": [0.8, 0.78, 0.7, 0.6],
+                "contradiction": [0.79, 0.2, 0.0, 0.0]}
+    floored = [-10.0, -20.8, -20.8, -20.8]   # beta* = 0 from W = 1 on: PA cannot fall further
+    at_floor = _table(accuracy, {"amplification": falling, "levenshtein": falling,
+                                 "contradiction": floored},
+                      beta={"contradiction": [2.0, 0.0, 0.0, 0.0]})
+    row = evaluate({"text": at_floor}, claims).set_index("id").loc[
+        "text-levenshtein-contradiction-both-fall"]
+    assert row.verdict == REPRODUCED
+    assert "PA at its floor, beta* = 0, from W = 1 on" in row.measured
+    # the same values with beta* > 0: a flat stretch the model chose, not a floor
+    flat = at_floor.assign(beta_exact=1.0)
+    verdict = evaluate({"text": flat}, claims).set_index("id").verdict
+    assert verdict["text-levenshtein-contradiction-both-fall"] == NOT_REPRODUCED
 
 
 def test_the_claims_read_the_text_table():
