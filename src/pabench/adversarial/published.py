@@ -24,7 +24,7 @@ WEIGHTS = ("download", "random")
 class Published:
     arch: str              # pabench.adversarial.models.build; "robustbench/<id>": RobustBench's
     url: str | None        # None: the robustbench package downloads it
-    checksum: str | None   # what pabench.datasets.cifar_shifts.download_file checks
+    checksum: str | None   # what pabench.core.download.download_file checks
     accuracy: float        # the publisher's CIFAR-10 test accuracy, percent
     source: str
 
@@ -80,7 +80,7 @@ def load(name: str, directory, weights: str = "download", robustbench_dir=None):
     from pabench.adversarial import robustbench
     from pabench.adversarial.models import build
     from pabench.core.io import file_digest
-    from pabench.datasets.cifar_shifts import download_file
+    from pabench.core.download import download_file
 
     e = entry(name)
     if weights not in WEIGHTS:

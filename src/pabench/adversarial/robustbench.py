@@ -1,7 +1,13 @@
 """RobustBench L-inf models (paper scale), through the optional `robustbench` package.
 
 `weights="download"` fetches the published weights into `model_dir` (internet needed once) and
-loads them with torch.load (weights_only=True in the PyTorch versions we support).
+loads them with torch.load (weights_only=True in the PyTorch versions we support).  The files
+come through pabench.core.download, not robustbench's own downloader (gdown, which neither
+resumes nor checks): from Google Drive by the ids of RobustBench's model zoo, into the paths its
+`load_model` reads, where it finds them.  RobustBench publishes no checksums, so a file is kept
+only once torch.load reads it (not a cut file or an HTML page) and its SHA-256 is logged.  The
+torchvision weights some ImageNet constructors start from come through pabench.core.download
+too, checked against the SHA-256 prefix in their names.
 `weights="random"` builds the same architecture with its initial random weights and downloads
 nothing: the paper-scale rehearsal runs every RobustBench code path that way, offline.
 """
@@ -9,13 +15,22 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
+import urllib.parse
+from pathlib import Path
 
 import torch.nn as nn
+
+from pabench.core.download import download_file
 
 log = logging.getLogger("pabench.robustbench")
 WEIGHTS = ("download", "random")
 INSTALL = "pip install 'pabench[robustbench]'"
+# Google Drive's direct download of a file by id (what gdown reaches after Drive's confirmation
+# page for large files).
+GDRIVE_URL = "https://drive.usercontent.google.com/download?id={id}&export=download&confirm=t"
+_HASH_IN_NAME = re.compile(r"-([a-f0-9]{8,})\.")   # torchvision's files: name-<sha256 prefix>.pth
 
 
 def _package():
@@ -71,6 +86,54 @@ def _untrained(build):
         return build()
 
 
+def _readable(path: Path) -> None:
+    """The check of a RobustBench file (no checksum is published): torch.load reads it."""
+    import torch
+
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same message
+        raise ValueError(f"{path}: not a readable PyTorch checkpoint ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+
+
+def weight_files(model_id: str, dataset: str, model_dir) -> list[tuple[str, Path]]:
+    """(Google Drive id, path) of each file robustbench's `load_model` reads for `model_id`:
+    <model_dir>/<dataset>/Linf/<id>.pt, or <id>.pt_m<i>.pt for each member of an ensemble.
+    Nothing for models it takes from timm or builds without a file (ImageNet's Standard_R50)."""
+    import timm
+
+    ids = architectures(dataset)[model_id].get("gdrive_id")
+    if not ids or timm.is_model(f"{model_id.lower().replace('-', '_')}_{dataset}_linf"):
+        return []
+    path = Path(model_dir) / dataset / "Linf" / f"{model_id}.pt"
+    if isinstance(ids, list):
+        return [(g, Path(f"{path}_m{i}.pt")) for i, g in enumerate(ids)]
+    return [(ids, path)]
+
+
+def download_weights(model_id: str, dataset: str, model_dir) -> list[Path]:
+    """The files of `weight_files`, downloaded (see the module docstring)."""
+    return [download_file(GDRIVE_URL.format(id=urllib.parse.quote(g)), path, None, _readable)
+            for g, path in weight_files(model_id, dataset, model_dir)]
+
+
+def _hub_state_dict(url, model_dir=None, map_location=None, progress=True, check_hash=False,
+                    file_name=None, weights_only=True):
+    """torch.hub.load_state_dict_from_url through pabench.core.download: the file goes where
+    torch.hub puts it, checked against the SHA-256 prefix in its name, and is read with
+    weights_only."""
+    import torch
+
+    name = file_name or Path(urllib.parse.urlparse(url).path).name
+    prefix = _HASH_IN_NAME.search(name)
+    if prefix is None:
+        raise ValueError(f"{url}: no SHA-256 prefix in the file name to check the download by")
+    folder = Path(model_dir or Path(torch.hub.get_dir()) / "checkpoints")
+    path = download_file(url, folder / name, f"sha256:{prefix.group(1)}")
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
 def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "download"
          ) -> nn.Module:
     """A RobustBench L-inf model in eval mode on `device` (see the module docstring)."""
@@ -85,8 +148,15 @@ def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "d
                     model_id)
         model = _untrained(zoo[model_id]["model"])
     else:
+        from unittest import mock
+
+        import torch
+        import torchvision.models._api as weights_api
         from robustbench.utils import load_model
 
-        model = load_model(model_name=model_id, model_dir=str(model_dir), dataset=dataset,
-                           threat_model="Linf")
+        download_weights(model_id, dataset, model_dir)
+        with mock.patch.object(torch.hub, "load_state_dict_from_url", _hub_state_dict), \
+                mock.patch.object(weights_api, "load_state_dict_from_url", _hub_state_dict):
+            model = load_model(model_name=model_id, model_dir=str(model_dir), dataset=dataset,
+                               threat_model="Linf")
     return model.to(device).eval()

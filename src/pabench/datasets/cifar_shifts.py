@@ -13,32 +13,21 @@ Every loader returns images uint8 (N, 3, H, W), C-contiguous, and labels int64 (
 - The reference generator's frost photographs (GitHub hendrycks/robustness), for our generator.
 - ImageNet-V2, -A, -R, -Sketch, -C: user-given folders in ImageFolder layout.
 
-Downloads accept `file://` URLs and check the MD5 or SHA-256 before a file is kept or an archive
-is unpacked.  The bytes go to `<file>.part` first: an interrupted download resumes from there
-(an HTTP range request), a wrong checksum deletes it, and jobs fetching the same file wait for
-each other (a lock file beside it), so nothing half-written or wrong is ever left in place.
+Downloads go through `pabench.core.download` (`file://` URLs work): the MD5 or SHA-256 is
+checked before a file is kept or an archive is unpacked, an interrupted download resumes, a wrong
+checksum keeps nothing, and jobs fetching the same file wait for each other.
 """
 from __future__ import annotations
 
-import fcntl
-import http.client
 import logging
-import os
-import shutil
-import tarfile
-import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
-import zlib
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
-from pabench.core.io import file_digest, load_npz
+from pabench.core.download import download_archive, download_file, verify_file
+from pabench.core.io import load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity
 
 log = logging.getLogger("pabench.datasets")
@@ -87,152 +76,11 @@ IMAGE_ID_SHA256 = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Downloads
-
-def _algorithm(checksum, name) -> tuple[str, str]:
-    """(hash, expected hex digits) of a checksum: an MD5 (32 hex digits), a SHA-256 (64), or
-    "sha256:" and at least 8 leading hex digits of a SHA-256 (the prefix torch.hub's file names
-    carry)."""
-    text = (checksum or "").lower()
-    algo = {32: "md5", 64: "sha256"}.get(len(text))
-    if text.startswith("sha256:"):
-        algo, text = ("sha256" if 8 <= len(text) - 7 <= 64 else None), text[7:]
-    if algo is None or any(c not in "0123456789abcdef" for c in text):
-        raise ValueError(f"{name}: a checksum is required to trust a download: an MD5 (32 hex "
-                         f"digits), a SHA-256 (64 hex digits) or 'sha256:' and at least 8 of its "
-                         f"leading digits, got {checksum!r}")
-    return algo, text
-
-
-def _verify(path: Path, checksum: str, name, advice: str) -> str:
-    """The file's full digest, once it matches `checksum` (a ValueError with `advice` if not)."""
-    algo, expected = _algorithm(checksum, name)
-    got = file_digest(path, algo)
-    if not got.startswith(expected):
-        raise ValueError(f"{name}: checksum mismatch ({algo} {got}, expected {expected}); "
-                         f"{advice}")
-    return got
-
-
-@contextmanager
-def _locked(path: Path):
-    """An exclusive lock on `.<name>.lock` beside `path`: jobs that download or unpack the same
-    file wait for each other instead of writing it twice."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes
-        yield
-
-
-def _fetch(url: str, part: Path) -> None:
-    """Append the bytes of `url` that `part` lacks: from its current size on (an HTTP range
-    request; a server that ignores it sends everything, which replaces `part`)."""
-    have = part.stat().st_size if part.is_file() else 0
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme == "file":
-        source = Path(urllib.request.url2pathname(parsed.path))
-        if not source.is_file():
-            raise FileNotFoundError(f"{source}: no such file ({url})")
-        with open(source, "rb") as src, open(part, "ab" if have else "wb") as out:
-            src.seek(have)
-            shutil.copyfileobj(src, out, 1 << 20)
-        return
-    if parsed.scheme not in ("http", "https"):
-        raise ValueError(f"unsupported URL {url!r} (use http, https or file)")
-    headers = {"User-Agent": "pabench", **({"Range": f"bytes={have}-"} if have else {})}
-    try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers),
-                                          timeout=60)
-    except urllib.error.HTTPError as err:
-        if err.code == 416 and have:   # nothing after what `part` holds: it is checked as it is
-            return
-        raise
-    with response:
-        resumed = response.status == 206
-        if resumed and not response.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
-            raise ValueError(f"{url}: the server answered the range request from byte {have} "
-                             f"with {response.headers.get('Content-Range')!r}")
-        expected = response.headers.get("Content-Length")
-        got = 0
-        with open(part, "ab" if resumed else "wb") as out:
-            for block in iter(lambda: response.read(1 << 20), b""):
-                out.write(block)
-                got += len(block)
-        if expected is not None and got < int(expected):   # http.client does not raise here
-            raise http.client.IncompleteRead(b"", int(expected) - got)
-
-
-def download_file(url: str, dest, checksum: str) -> Path:
-    """`url` saved as `dest` once its MD5 / SHA-256 matches `checksum` (a file already at `dest`
-    is checked instead of fetched).  An interrupted download keeps its bytes in `dest`.part and
-    the next call resumes it; a mismatch deletes them, so nothing wrong is kept."""
-    dest = Path(dest)
-    if dest.is_file():
-        _verify(dest, checksum, dest, "delete it and download again")
-        return dest
-    _algorithm(checksum, dest)  # a bad checksum argument fails before a long download
-    part = dest.with_name(dest.name + ".part")
-    with _locked(dest):
-        if dest.is_file():   # another job finished it while this one waited
-            return dest
-        log.info("downloading %s%s", url, f" (resuming {part})" if part.is_file() else "")
-        try:
-            _fetch(url, part)
-        except (OSError, http.client.HTTPException) as err:
-            kept = part.stat().st_size if part.is_file() else 0
-            raise OSError(f"{url}: download failed ({type(err).__name__}: {err}); "
-                          f"{kept} bytes kept in {part}, resumed by the next try") from None
-        try:
-            digest = _verify(part, checksum, dest, f"the download from {url} was not kept")
-        except ValueError:
-            part.unlink()
-            raise
-        os.replace(part, dest)
-    log.info("%s: %s", dest, digest)
-    return dest
-
-
-def _unpack(archive: Path, target: Path, marker: str) -> Path:
-    """Unpack a verified tar archive as folder `target`: the archive's top level or its single
-    top folder, whichever holds `marker`.  `target` appears only once complete."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.*.unpacking"):  # left by a killed job
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".unpacking",
-                                dir=target.parent))
-    try:
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(tmp, filter="data")  # refuses absolute paths, '..', outside links
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-            raise ValueError(f"{archive}: cannot be unpacked ({type(err).__name__}: {err})") \
-                from None
-        tops = [tmp] + sorted(p for p in tmp.iterdir() if p.is_dir())
-        top = next((p for p in tops if (p / marker).exists()), None)
-        if top is None:
-            raise ValueError(f"{archive}: holds no {marker!r}, at its top or in a top folder")
-        os.replace(top, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-
-def _download_archive(root, url: str, checksum: str, folder: str, marker: str) -> Path:
-    root = Path(root)
-    target = root / folder
-    if target.is_dir():  # only a complete unpacking is ever renamed to `target`
-        return target
-    with _locked(target):
-        if not target.is_dir():
-            archive = download_file(url, root / Path(urllib.parse.urlparse(url).path).name,
-                                    checksum)
-            _unpack(archive, target, marker)
-    return target
-
+# Downloads (pabench.core.download: resumed, checked, locked)
 
 def download_cifar10c(root, url: str = CIFAR10C_URL, md5: str = CIFAR10C_MD5) -> Path:
     """CIFAR-10-C under `root`; returns the folder with `<corruption>.npy` and `labels.npy`."""
-    return _download_archive(root, url, md5, "CIFAR-10-C", "labels.npy")
+    return download_archive(root, url, md5, "CIFAR-10-C", "labels.npy")
 
 
 def download_cifar101(root, urls: dict = CIFAR101_URLS, md5: dict = CIFAR101_MD5) -> Path:
@@ -252,13 +100,13 @@ def download_cifar102(root, url: str = CIFAR102_URL, sha256: str = CIFAR102_SHA2
 
 def download_cinic10(root, url: str = CINIC10_URL, md5: str = CINIC10_MD5) -> Path:
     """CINIC-10 as `root`/CINIC-10 (with train/, valid/, test/); returns that folder."""
-    return _download_archive(root, url, md5, "CINIC-10", "test")
+    return download_archive(root, url, md5, "CINIC-10", "test")
 
 
 def download_imagenet_r(root, url: str = IMAGENET_R_URL, md5: str = IMAGENET_R_MD5) -> Path:
     """ImageNet-R as `root`/imagenet-r (one folder per WordNet id); returns that folder."""
     # The top folder is found by one of its class folders (tabby cat, also a CIFAR-10-R class).
-    return _download_archive(root, url, md5, "imagenet-r", "n02123045")
+    return download_archive(root, url, md5, "imagenet-r", "n02123045")
 
 
 def download_frost_photos(root, url: str | None = None, sha256: dict | None = None) -> Path:
@@ -397,7 +245,7 @@ def image_ids(name: str) -> tuple[str, ...]:
     """One of OODRobustBench's id lists shipped in `IMAGE_IDS` ("CINIC-10", "CIFAR10-R"), in its
     order: `<class>/<file>` per image, checked against its SHA-256."""
     path = IMAGE_IDS / f"{name}_image_ids.txt"
-    _verify(path, IMAGE_ID_SHA256[name], path, "the package's id list is damaged: reinstall pabench")
+    verify_file(path, IMAGE_ID_SHA256[name], path, "the package's id list is damaged: reinstall pabench")
     return tuple(path.read_text().splitlines())
 
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
-from pabench.core.io import atomic_path, file_digest
+from pabench.core.download import download_file
+from pabench.core.io import file_digest
 from pabench.datasets.mnist import read_idx
 
 log = logging.getLogger("pabench.datasets")
@@ -70,27 +69,12 @@ def _raw_md5(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fetch(url: str, path: Path, expected: str) -> None:
-    """Download `url` to `path` through a temporary file that becomes `path` only once its MD5 is
-    right, so that a failed or interrupted download leaves nothing that looks complete."""
-    log.info("downloading %s", url)
-    h = hashlib.md5()
-    with atomic_path(path) as tmp:
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
-                for block in iter(lambda: response.read(_CHUNK), b""):
-                    h.update(block)
-                    out.write(block)
-        except (urllib.error.URLError, OSError) as err:
-            raise OSError(f"{url}: download failed ({err})") from None
-        _check(f"{path.name} from {url}", h.hexdigest(), expected, note="; nothing was saved")
-
-
 def download_fashion_mnist(root=DEFAULT_ROOT, splits=SPLITS, base_url: str = BASE_URL,
                            md5=None) -> Path:
     """Put the verified .gz files of `splits` into `root`; returns `root`.  Files already there
-    whose MD5 is right are kept, others are (re)downloaded from `base_url` + name.  `md5` maps
-    file names to expected digests (default `GZ_MD5`)."""
+    whose MD5 is right are kept, others are (re)downloaded from `base_url` + name
+    (pabench.core.download: resumed, MD5-checked before it is kept).  `md5` maps file names to
+    expected digests (default `GZ_MD5`)."""
     root, md5 = Path(root), {**GZ_MD5, **(md5 or {})}
     for split in splits:
         _check_split(split)
@@ -100,7 +84,8 @@ def download_fashion_mnist(root=DEFAULT_ROOT, splits=SPLITS, base_url: str = BAS
                 if file_digest(path, "md5") == md5[name]:
                     continue
                 log.warning("%s: checksum mismatch, downloading it again", path)
-            _fetch(base_url.rstrip("/") + "/" + name, path, md5[name])
+                path.unlink()
+            download_file(base_url.rstrip("/") + "/" + name, path, md5[name])
     return root
 
 

