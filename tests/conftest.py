@@ -1,7 +1,11 @@
+import http.server
 import os
 import re
 import shutil
 import subprocess
+import threading
+import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -73,3 +77,81 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ a local file server
+
+class FileServer(http.server.ThreadingHTTPServer):
+    """Serves `files` ({URL path: bytes}, the path with or without its query; any other path:
+    `body`) as `mode` says: ok (honours Range requests), norange (always the whole file),
+    truncate (promises the whole file, sends half and hangs up), corrupt (other bytes: reversed),
+    error (HTTP `status`: 500, 404, ...), slow (the whole file in two parts 0.3 s apart).  The
+    mode applies to the paths in `targets` (None: every path); the others are served ok.
+    `requests` lists the Range header of every request, `paths` its path."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _FileHandler)
+        self.files, self.body, self.mode, self.status, self.targets = {}, b"", "ok", 500, None
+        self.requests, self.paths = [], []
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/{path.lstrip('/')}"
+
+
+class _FileHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802 - the http.server hook's name
+        srv = self.server
+        srv.requests.append(self.headers.get("Range"))
+        srv.paths.append(self.path)
+        body = srv.files.get(self.path, srv.files.get(urllib.parse.urlsplit(self.path).path,
+                                                      srv.body))
+        mode = srv.mode if srv.targets is None or self.path in srv.targets else "ok"
+        if mode == "error":
+            self.send_error(srv.status, "disk on fire")
+            return
+        if mode == "corrupt":
+            body = body[::-1]
+        start = int(self.headers["Range"][6:-1]) if self.headers.get("Range") else 0
+        if mode == "ok" and start:
+            if start >= len(body):
+                self.send_error(416)
+                return
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            body = body[start:]
+        else:
+            self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if mode == "truncate":
+            body = body[:len(body) // 2]
+        if mode == "slow":
+            self.wfile.write(body[:10])
+            self.wfile.flush()
+            time.sleep(0.3)
+            body = body[10:]
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def file_server():
+    """A FileServer on a free local port, for the downloaders' tests (no internet needed)."""
+    srv = FileServer()
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def leftovers(folder) -> list[str]:
+    """Every file under `folder` (relative paths), the downloads' lock files (empty, kept for
+    the next job) aside."""
+    folder = Path(folder)
+    if not folder.exists():
+        return []
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and not p.name.endswith(".lock"))

@@ -1,15 +1,12 @@
 """OODRobustBench's CIFAR-10 dataset shifts: the real downloaders run on small files in the real
-formats (file:// URLs and a local HTTP server: right and wrong checksums, interrupted, resumed and
-failing downloads), the shipped id lists, and the loaders on good and bad files."""
+formats (file:// URLs: right and wrong checksums; interrupted, corrupted and failing downloads over
+HTTP: tests/unit/test_downloads.py), the shipped id lists, and the loaders on good and bad files."""
 import fnmatch
 import hashlib
-import http.server
 import importlib.util
 import io
 import shutil
 import tarfile
-import threading
-import time
 import tomllib
 from pathlib import Path
 
@@ -367,166 +364,7 @@ def test_image_folder(tmp_path):
         cs.load_image_folder(tmp_path, classes, required=[])
 
 
-# ------------------------------------------------------------------- downloads over HTTP
-
-class _Server(http.server.ThreadingHTTPServer):
-    """Serves `body` at every path, as `mode` says: ok (honours Range requests), norange (always
-    the whole file), truncate (promises the whole file, sends half and hangs up), corrupt (other
-    bytes), error (HTTP 500), slow (the whole file in two parts 0.3 s apart)."""
-    body, mode = b"", "ok"
-
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests = []
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # noqa: N802 - the http.server hook's name
-        srv, body = self.server, self.server.body
-        srv.requests.append(self.headers.get("Range"))
-        if srv.mode == "error":
-            self.send_error(500, "disk on fire")
-            return
-        if srv.mode == "corrupt":
-            body = body[::-1]
-        start = int(self.headers["Range"][6:-1]) if self.headers.get("Range") else 0
-        if srv.mode == "ok" and start:
-            if start >= len(body):
-                self.send_error(416)
-                return
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-            body = body[start:]
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if srv.mode == "truncate":
-            body = body[:len(body) // 2]
-        if srv.mode == "slow":
-            self.wfile.write(body[:10])
-            self.wfile.flush()
-            time.sleep(0.3)
-            body = body[10:]
-        self.wfile.write(body)
-
-
-@pytest.fixture
-def server():
-    srv = _Server()
-    srv.body = np.random.default_rng(0).integers(0, 256, 5000, dtype=np.uint8).tobytes()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv, f"http://127.0.0.1:{srv.server_address[1]}/files/data.bin"
-    srv.shutdown()
-    srv.server_close()
-
-
-def test_an_interrupted_download_resumes_where_it_stopped(tmp_path, server):
-    srv, url = server
-    dest = tmp_path / "data.bin"
-    srv.mode = "truncate"
-    with pytest.raises(OSError, match=rf"{url}: download failed.*2500 bytes kept in .*data\.bin\.part"):
-        cs.download_file(url, dest, sha256(srv.body))
-    assert kept(tmp_path) == ["data.bin.part"]
-    srv.mode = "ok"
-    assert cs.download_file(url, dest, sha256(srv.body)) == dest
-    assert dest.read_bytes() == srv.body and kept(tmp_path) == ["data.bin"]
-    assert srv.requests == [None, "bytes=2500-"]        # the second fetched only the rest
-    cs.download_file(url, dest, sha256(srv.body))       # there: checked, not fetched again
-    assert len(srv.requests) == 2
-
-
-def test_a_server_that_ignores_the_range_sends_everything_again(tmp_path, server):
-    srv, url = server
-    dest = tmp_path / "data.bin"
-    (tmp_path / "data.bin.part").write_bytes(b"stale bytes of another try")
-    srv.mode = "norange"
-    cs.download_file(url, dest, "sha256:" + sha256(srv.body)[:8])
-    assert dest.read_bytes() == srv.body and srv.requests == ["bytes=26-"]
-    # a part that already holds everything: the server has nothing more (416); it is checked
-    srv.mode, srv.requests = "ok", []
-    (tmp_path / "again.bin.part").write_bytes(srv.body)
-    cs.download_file(url, tmp_path / "again.bin", md5_bytes(srv.body))
-    assert (tmp_path / "again.bin").read_bytes() == srv.body and srv.requests == ["bytes=5000-"]
-
-
-def md5_bytes(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()
-
-
-def test_corrupted_and_failing_downloads_keep_nothing_and_name_the_url(tmp_path, server):
-    srv, url = server
-    dest = tmp_path / "data.bin"
-    srv.mode = "corrupt"
-    with pytest.raises(ValueError, match=rf"data\.bin: checksum mismatch.*download from {url} was "
-                                         "not kept"):
-        cs.download_file(url, dest, sha256(srv.body))
-    assert kept(tmp_path) == []
-    # a resumed download whose first part was wrong fails its checksum and is deleted: the next
-    # try starts afresh
-    srv.mode = "ok"
-    (tmp_path / "data.bin.part").write_bytes(b"x" * 100)
-    with pytest.raises(ValueError, match="checksum mismatch"):
-        cs.download_file(url, dest, sha256(srv.body))
-    assert kept(tmp_path) == []
-    assert cs.download_file(url, dest, sha256(srv.body)).read_bytes() == srv.body
-    dest.unlink()
-    srv.mode = "error"
-    with pytest.raises(OSError, match=rf"{url}: download failed \(HTTPError: HTTP Error 500"):
-        cs.download_file(url, dest, sha256(srv.body))
-    assert kept(tmp_path) == []
-    with pytest.raises(ValueError, match="at least 8 of its leading digits"):
-        cs.download_file(url, dest, "sha256:1234")
-
-
-def test_jobs_fetching_the_same_file_download_it_once(tmp_path, server):
-    srv, url = server
-    srv.mode = "slow"
-    dest, errors = tmp_path / "data.bin", []
-
-    def fetch():
-        try:
-            cs.download_file(url, dest, sha256(srv.body))
-        except Exception as err:  # noqa: BLE001 - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=fetch) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [] and dest.read_bytes() == srv.body
-    assert len(srv.requests) == 1          # the others waited for the lock, then found the file
-
-
-def test_cifar10c_over_http_resumes_a_cut_archive_then_unpacks_it(tmp_path, server, cifar):
-    srv, url = server
-    url = url.replace("data.bin", "CIFAR-10-C.tar")
-    write_c_folder(tmp_path / "src" / "CIFAR-10-C", *cifar)
-    srv.body = make_tar(tmp_path / "CIFAR-10-C.tar", tmp_path / "src").read_bytes()
-    root = tmp_path / "data"
-    srv.mode = "truncate"
-    with pytest.raises(OSError, match=rf"{url}: download failed"):
-        cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
-    assert kept(root) == ["CIFAR-10-C.tar.part"]          # nothing unpacked from half an archive
-    srv.mode = "ok"
-    folder = cs.download_cifar10c(root, url=url, md5=md5_bytes(srv.body))
-    assert srv.requests[-1] == f"bytes={len(srv.body) // 2}-"
-    np.testing.assert_array_equal(cs.load_cifar10c(folder, "fog", 2)[0], chw(255 - cifar[0][4:8]))
-
-
-def test_a_file_url_download_resumes_too(tmp_path):
-    data = bytes(range(256)) * 20
-    (tmp_path / "src.bin").write_bytes(data)
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "f.bin.part").write_bytes(data[:1000])
-    cs.download_file((tmp_path / "src.bin").as_uri(), tmp_path / "out" / "f.bin", sha256(data))
-    assert (tmp_path / "out" / "f.bin").read_bytes() == data and kept(tmp_path / "out") == ["f.bin"]
-
+# ------------------------------------------------------------------------ frost photographs
 
 def test_frost_photos_download_by_name_and_checksum(tmp_path):
     src = tmp_path / "src"
