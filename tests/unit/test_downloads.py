@@ -5,6 +5,7 @@ file (neither the file nor a part a later run would trust); and, after a transfe
 short, resume it from where it stopped (HTTP range request) and give the data back."""
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
 import pickle
@@ -446,6 +447,8 @@ class _Tiny(torch.nn.Module):
 
 
 def _robustbench_zoo(monkeypatch, dataset, model_id, entry):
+    if importlib.util.find_spec("robustbench") is None:
+        pytest.skip("the optional robustbench package is not installed (make env installs it)")
     from pabench.adversarial import robustbench
 
     zoo = robustbench.architectures(dataset)   # the dict robustbench's load_model reads too
@@ -497,7 +500,8 @@ def robustbench_torchvision_case(tmp_path, srv, monkeypatch):
 
     def pretrained():
         net = _Tiny()
-        net.load_state_dict(torch.hub.load_state_dict_from_url(srv.url(f"torchvision/{name}")))
+        net.load_state_dict(torch.hub.load_state_dict_from_url(srv.url(f"torchvision/{name}"),
+                                                             check_hash=True))  # as torchvision
         return net
 
     # no Drive file, and robustbench returns the ImageNet models named "Standard..." as built

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
+from pabench.core.io import file_digest
 from pabench.datasets import cifar_shifts as cs
 from pabench.datasets.corruptions import corrupt, frost, native, weather
 from pabench.datasets.corruptions.rng import Streams
@@ -85,7 +86,7 @@ def test_missing_or_too_small_photographs_are_refused(tmp_path):
 
 def test_the_frost_job_downloads_and_uses_the_photographs_with_frost_photos(tmp_path, monkeypatch):
     src = write_photos(tmp_path / "src", seed=3)
-    sums = {name: cs.file_digest(src / name) for name in frost.PHOTOS}
+    sums = {name: file_digest(src / name) for name in frost.PHOTOS}
     monkeypatch.setattr(cs, "FROST_URL", src.as_uri() + "/{name}")
     monkeypatch.setattr(cs, "FROST_SHA256", sums)
     o = {"corruption_source": "generator", "frost": "photos", "frost_root": str(tmp_path / "d")}

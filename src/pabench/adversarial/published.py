@@ -3,8 +3,8 @@ Figure 3 at the paper scale, as zoo entries (`oodrb.zoo.models: {name, published
 
 The catalogue names each model's architecture (`pabench.adversarial.models.build`), where its
 weights are published and how they are checked: RobustBench's `Standard` (WideResNet-28-10,
-fetched by the robustbench package, which publishes no checksum: the job logs the file's
-SHA-256), and the CIFAR-10 ResNets and VGGs of github.com/chenyaofo/pytorch-cifar-models
+fetched by pabench.adversarial.robustbench from RobustBench's Google Drive id; no checksum is
+published: the file must load, and the job logs its SHA-256), and the CIFAR-10 ResNets and VGGs of github.com/chenyaofo/pytorch-cifar-models
 (release files whose names carry the first 8 hex digits of their SHA-256, which torch.hub checks;
 we check the same digits and log the whole digest).  No PyTorch at import: the workflow's
 planning reads the catalogue.
@@ -23,7 +23,7 @@ WEIGHTS = ("download", "random")
 @dataclass(frozen=True)
 class Published:
     arch: str              # pabench.adversarial.models.build; "robustbench/<id>": RobustBench's
-    url: str | None        # None: the robustbench package downloads it
+    url: str | None        # None: pabench.adversarial.robustbench downloads it
     checksum: str | None   # what pabench.core.download.download_file checks
     accuracy: float        # the publisher's CIFAR-10 test accuracy, percent
     source: str
@@ -92,7 +92,7 @@ def load(name: str, directory, weights: str = "download", robustbench_dir=None):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             return build(e.arch).eval(), info
-    if e.url is None:   # RobustBench's own download into its model folder
+    if e.url is None:   # into RobustBench's model folder, where its package reads it
         model_id = e.arch.split("/", 1)[1]
         net = robustbench.load(model_id, "cifar10", robustbench_dir, "cpu", "download")
         path = Path(robustbench_dir) / "cifar10" / "Linf" / f"{model_id}.pt"
