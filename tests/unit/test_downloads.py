@@ -393,10 +393,16 @@ def _lpips_case(tmp_path, srv, network):
         data = torch_bytes({"model": {f"model.features.{k}": v
                                       for k, v in features.state_dict().items()}})
         name = "alexnet_cifar.pt"
-        fetch = lambda: P.load_lpips(network, "download", root, url=srv.url(f"lpips/{name}"))  # noqa: E731
+        fetch = lambda: P.load_lpips(network, "download", root,  # noqa: E731
+                                     url=srv.url(f"lpips/{name}"))
         state = lambda net: net.features.state_dict()  # noqa: E731
     else:                             # torchvision's state dict, the SHA-256 prefix in its name
-        features = P.imagenet_alexnet_features()
+        nn = torch.nn   # torchvision's AlexNet features (building its classifier takes seconds)
+        features = nn.Sequential(
+            nn.Conv2d(3, 64, 11, 4, 2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(), nn.Conv2d(384, 256, 3, padding=1),
+            nn.ReLU(), nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2))
         data = torch_bytes({f"features.{k}": v for k, v in features.state_dict().items()})
         name = f"alexnet-owt-{sha256(data)[:8]}.pth"
         # the file load_lpips reads (it would build torchvision's whole AlexNet, seconds, per try)
@@ -473,7 +479,8 @@ def robustbench_case(tmp_path, srv, monkeypatch):
         def forward(self, x):
             return sum(m(x) for m in self.models) / 2
 
-    _robustbench_zoo(monkeypatch, "cifar10", "Test2000Tiny", {"model": Ensemble, "gdrive_id": ["id-a", "id-b"]})
+    _robustbench_zoo(monkeypatch, "cifar10", "Test2000Tiny",
+                     {"model": Ensemble, "gdrive_id": ["id-a", "id-b"]})
     srv.files = {f"/drive/{gid}": torch_bytes({"state_dict": m.state_dict()})
                  for gid, m in zip(("id-a", "id-b"), members)}
     monkeypatch.setattr(robustbench, "GDRIVE_URL", srv.url("drive/{id}"))
@@ -505,7 +512,8 @@ def robustbench_torchvision_case(tmp_path, srv, monkeypatch):
         return net
 
     # no Drive file, and robustbench returns the ImageNet models named "Standard..." as built
-    _robustbench_zoo(monkeypatch, "imagenet", "Standard_Test", {"model": pretrained, "gdrive_id": ""})
+    _robustbench_zoo(monkeypatch, "imagenet", "Standard_Test",
+                     {"model": pretrained, "gdrive_id": ""})
     root = tmp_path / "hub"
     monkeypatch.setattr(torch.hub, "_hub_dir", str(root))
 
@@ -600,12 +608,13 @@ def test_mnist_takes_the_next_mirror_when_one_fails(tmp_path, file_server, monke
     file_server.body = b"<html>not found</html>"
     file_server.mode, file_server.status = "error", 404
     file_server.targets = {f"/first/{n}" for n in mnist.MNIST_MD5}
-    verify(mnist.download_torchvision(root, (file_server.url("first/"), file_server.url("second/"))))
+    mirrors = (file_server.url("first/"), file_server.url("second/"))
+    verify(mnist.download_torchvision(root, mirrors))
 
 
 def test_hub_listing_errors_name_the_url(tmp_path, file_server, monkeypatch):
-    hub_case(tmp_path, file_server, monkeypatch)
-    file_server.targets, file_server.mode, file_server.status = None, "error", 404
+    monkeypatch.setenv("HF_ENDPOINT", file_server.url().rstrip("/"))
+    file_server.mode, file_server.status = "error", 404
     with pytest.raises(OSError, match=r"/api/models/org/tiny-sst2/revision/main\?blobs=true: cannot "
                                       r"list the files of org/tiny-sst2 at revision None.*404"):
         download.hub_model("org/tiny-sst2", None, tmp_path / "data")

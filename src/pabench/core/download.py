@@ -144,16 +144,15 @@ def download_file(url: str, dest, checksum: str | None,
                   check: Callable[[Path], object] | None = None) -> Path:
     """`url` saved as `dest` once its MD5 / SHA-256 / git blob SHA-1 matches `checksum` and
     `check(path)` (a format check raising ValueError, if given) passes.  A file already at
-    `dest` is checked instead of fetched.  An interrupted download keeps its bytes in
-    `dest`.part and the next call resumes it; a mismatch deletes them, so nothing wrong is kept.
-    `checksum=None` (the publisher gives none) needs `check`; the file's SHA-256 is logged."""
+    `dest` is checked against `checksum` instead of fetched.  An interrupted download keeps its
+    bytes in `dest`.part and the next call resumes it; a mismatch deletes them, so nothing wrong
+    is kept.  `checksum=None` (the publisher gives none) needs `check`; the file's SHA-256 is
+    logged."""
     dest = Path(dest)
     if checksum is None and check is None:
         raise ValueError(f"{dest}: a download without a checksum needs a format check")
-    if dest.is_file():
-        if checksum is None:
-            check(dest)
-        else:
+    if dest.is_file():   # without a checksum, as it is (it passed `check` when it was kept)
+        if checksum is not None:
             verify_file(dest, checksum, dest, "delete it and download again")
         return dest
     if checksum is not None:
