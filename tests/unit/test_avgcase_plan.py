@@ -83,7 +83,8 @@ def test_captions_state_an_architectures_own_training():
 @pytest.mark.parametrize("overlay,message", [
     ("avgcase:\n  class_bias_other: [mnist/cnn-lam0]\n",
      "avgcase.class_bias_other[0]: model 'mnist/cnn-lam0' is not trained"),
-    ("avgcase:\n  train_by_arch: {vit_small: {epochs: 3}}\n", "avgcase.train_by_arch"),
+    ("avgcase:\n  train_by_arch: {vit_small: {epochs: 3}}\n",
+     "key 'avgcase.train_by_arch': 'vit_small' is not one of ['linear'"),
     ("avgcase:\n  train_by_arch: {vit_tiny: {epochs: 0}}\n",
      "key 'avgcase.train_by_arch.vit_tiny.epochs': 0 is less than the minimum of 1"),
     ("avgcase:\n  train_by_arch: {vit_tiny: {seeds: [1]}}\n",
