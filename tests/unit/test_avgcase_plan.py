@@ -78,6 +78,7 @@ def test_captions_state_an_architectures_own_training():
     assert _meta(QUICK, ["mnist32/vit_tiny-lam0"])["training by architecture"] == {
         "vit_tiny": {"epochs": 4}}
     assert "training by architecture" not in _meta(QUICK, ["mnist32/resnet18_w8-lam0"])
+    assert ENTRIES["models"].meta(QUICK)["training by architecture"] == {"vit_tiny": {"epochs": 4}}
 
 
 @pytest.mark.parametrize("overlay,message", [

@@ -244,7 +244,8 @@ ENTRIES = (
           kind="table",
           inputs=_table("history"),
           meta=lambda c: {"data": _describe(*_models(c)), **_penalty(c, _models(c)),
-                          "images": _avg(c)["datasets"], **_avg(c)["train"]}),
+                          "images": _avg(c)["datasets"], **_avg(c)["train"],
+                          **_training(c, _models(c))}),
     Entry(P, "noise_pa_correlation", f"{TABLES}:noise_pa_correlation", "avgcase",
           "Rank correlation (Spearman, Kendall, with p-values) of log PA (exact, adam) and AFR_P "
           "with the mean p_robust (MC) over every (model, sigma) of the noise PA experiment (new; "
