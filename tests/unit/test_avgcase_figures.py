@@ -237,9 +237,11 @@ def claim_tables(root, good: bool) -> dict:
     write_csv(errors, tables.errors({"estimates": list(files.values())}, main=MAIN))
     figures.fig10({"estimates": files[MAIN]}, outputs(root, "fig10"), dict(META), sigma=0.05)
     figures.fig4({"estimates": [files[MAIN], files[CNN]]}, outputs(root, "fig4"), dict(META))
+    figures.fig4({"estimates": [files[LINEAR]]}, outputs(root, "other"), dict(META))
     stacked = stacked_tables(good)
     named = {"avg_errors": errors, "avg_mvs": outputs(root, "fig10")[2],
-             "avg_class_bias": outputs(root, "fig4")[2]}
+             "avg_class_bias": outputs(root, "fig4")[2],
+             "avg_class_bias_other": outputs(root, "other")[2]}
     for name, kind in (("avg_runtime", "runtime"), ("avg_case_study", "case_study"),
                        ("avg_linear", "linear_convergence")):
         named[name] = root / f"{kind}.csv"
@@ -248,7 +250,8 @@ def claim_tables(root, good: bool) -> dict:
 
 
 def test_claims_follow_the_numbers(tmp_path):
-    config = {"avgcase": {"class_bias": ["x"], "use": ["mnist"], "models": {"mnist": {"linear": [0]}}}}
+    config = {"avgcase": {"class_bias": ["x"], "class_bias_other": ["y"], "use": ["mnist"],
+                          "models": {"mnist": {"linear": [0]}}}}
     assert set(PAPER.claim_tables(config)) == {t for c in AVG_CLAIMS for t in c.tables}
     (tmp_path / "good").mkdir()
     (tmp_path / "bad").mkdir()
@@ -371,3 +374,98 @@ def test_captions_state_the_lazy_penalty_only_for_penalised_models():
     config["avgcase"]["train"]["penalty_every"] = 1
     assert _meta(config, ["mnist32/resnet18_w8-lam0.03"])["training"] == (
         "gradient-norm penalty at every step")
+
+
+# ------------------------------------------------------------------ the appendix's entries
+def test_errors_by_model_plots_every_models_errors(tmp_path):
+    files = write_estimates(tmp_path, GOOD)
+    figures.errors_by_model({"estimates": list(files.values())}, outputs(tmp_path, "ebm"), dict(META))
+    err = drawn(tmp_path, "ebm")
+    expected = tables.errors_of(list(files.values()))
+    assert len(err) == len(expected)
+    assert [f"{d}/{m}" for d, m in dict.fromkeys(zip(err.dataset, err.model))] == list(files)
+    mmse = err[(err.model == "resnet18_w16-lam0.01") & (err.estimator == "mmse")].set_index("sigma")
+    assert mmse.mean_abs_error[0.4] == pytest.approx(0.01 * 5 / 2)
+    assert set(err[err.model == "linear-lam0"].estimator) == set(ESTIMATORS) - {"mc"} | {"linear"}
+
+
+def _image_data(path, labels, channels=1):
+    rng = np.random.default_rng(0)
+    np.savez(path, test_x=rng.integers(0, 256, (len(labels), channels, 8, 8), dtype=np.uint8),
+             test_y=np.asarray(labels))
+    return str(path)
+
+
+def test_noisy_images_at_every_sigma(tmp_path):
+    """The first image of each of the first 2 classes per dataset, clean and at every sigma with
+    one noise direction per image: the noise's norm grows in proportion to sigma, and so does
+    the share of pixel values that leave [0, 1]."""
+    data = [_image_data(tmp_path / "a.npz", [3, 3, 5, 1]),
+            _image_data(tmp_path / "b.npz", [0, 7, 7], channels=3)]
+    figures.noisy_images({"data": data}, outputs(tmp_path, "noisy"), dict(META),
+                         datasets=["mnist", "cifar10"], sigmas=[0.4, 0.05], seed=1)
+    shown = drawn(tmp_path, "noisy")
+    assert len(shown) == 2 * 2 * 3
+    assert shown.groupby("dataset", sort=False).point.unique().map(list).to_dict() == {
+        "mnist": [0, 2], "cifar10": [0, 1]}
+    assert set(shown[shown.dataset == "cifar10"]["class"]) == {"airplane", "horse"}
+    clean = shown[shown.sigma == 0]
+    assert (clean.clipped_share == 0).all() and (clean.noise_l2 == 0).all()
+    per = shown.set_index(["dataset", "point", "sigma"])
+    ratio = per.loc[("mnist", 0, 0.4), "noise_l2"] / per.loc[("mnist", 0, 0.05), "noise_l2"]
+    assert ratio == pytest.approx(8)
+    assert per.loc[("mnist", 0, 0.4), "clipped_share"] > per.loc[("mnist", 0, 0.05), "clipped_share"]
+    assert figures.example_points(np.array([4, 4, 2, 4, 9]), 3) == [0, 2, 4]
+
+
+def test_class_bias_of_many_classes_is_drawn_ranked(tmp_path):
+    """With more than MANY_CLASSES classes (CIFAR-100) each class is a median and quartiles, the
+    classes ranked by their median; the CSV keeps every point."""
+    n = 30 * 5
+    rows = [pd.DataFrame({"dataset": "cifar100", "model": "resnet18-lam0", "arch": "resnet18",
+                          "lam": 0.0, "seed": 0, "point": np.arange(n), "label": np.arange(n) % 30,
+                          "target": 0, "sigma": s, "estimator": e, "n": 0,
+                          "p": ((np.arange(n) % 30) * 7 % 30) / 30 + 0.001 * (np.arange(n) // 30),
+                          "degenerate": False})
+            for s in SIGMAS for e in ("mc", "mmse")]
+    path = tmp_path / "est.csv"
+    write_csv(path, pd.concat(rows, ignore_index=True))
+    figures.fig4({"estimates": [str(path)]}, outputs(tmp_path, "many"), dict(META))
+    points = drawn(tmp_path, "many")
+    assert len(points) == len(SIGMAS) * 2 * n and 30 > figures.MANY_CLASSES
+    assert points["class"].iloc[0] == "apple"
+    est = pd.concat(rows)
+    q = figures.class_quartiles(est[(est.sigma == 0.1) & (est.estimator == "mc")])
+    assert q["median"].is_monotonic_increasing and q["rank"].tolist() == list(range(30))
+    assert q.label.iloc[0] == 0 and q.label.iloc[-1] == 17   # 17 * 7 % 30 = 29, the largest
+    assert (q.q1 <= q["median"]).all() and (q["median"] <= q.q3).all()
+
+
+def test_runtimes_table_gives_each_models_speedups(tmp_path):
+    runtime = stacked_tables()["runtime"]
+    other = runtime.assign(dataset="mnist", model="cnn-lam0",
+                           seconds_per_point=runtime.seconds_per_point * [0.1, 1, 1])
+    path = tmp_path / "runtime_models.csv"
+    write_csv(path, pd.concat([runtime, other], ignore_index=True))
+    t = tables.runtimes({"table": str(path)}).set_index(["model", "estimator"])
+    speed = t["speed-up vs MC (per point)"]
+    assert speed[("resnet18_w16-lam0", "taylor")] == pytest.approx(30)
+    assert speed[("cnn-lam0", "taylor")] == pytest.approx(3)       # MC 10x cheaper there
+    assert speed[("cnn-lam0", "mc")] == pytest.approx(1)
+    assert t.loc[("cnn-lam0", "taylor"), "n"] == "N/A" and "paper CPU s (50 points)" not in t
+
+
+def test_class_bias_of_the_other_models_is_judged_as_figure_4s():
+    from scipy import stats
+
+    label = np.arange(60) % 3
+    biased = pd.DataFrame({"dataset": "mnist", "model": "cnn-lam0", "seed": 0, "sigma": 0.1,
+                           "estimator": "mc", "point": np.arange(60), "label": label,
+                           "p": 0.3 * label + np.arange(60) / 600})
+    got = claims.evaluate({"avg_class_bias_other": biased}, AVG_CLAIMS).set_index("id")
+    assert got.loc["avg-class-bias-other", "verdict"] == claims.REPRODUCED
+    flat = biased.assign(p=np.random.default_rng(0).permutation(60) / 60)
+    pvalue = stats.kruskal(*[flat.p[label == k] for k in range(3)]).pvalue
+    got = claims.evaluate({"avg_class_bias_other": flat}, AVG_CLAIMS).set_index("id")
+    assert got.loc["avg-class-bias-other", "verdict"] == claims.NOT_REPRODUCED
+    assert f"smallest p = {pvalue:.2g}" in got.loc["avg-class-bias-other", "measured"]

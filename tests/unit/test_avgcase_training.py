@@ -105,8 +105,11 @@ def test_every_architecture_is_in_the_schema_and_builds_at_its_width():
     from pabench.experiments.avgcase.training import ARCHS
 
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    models = schema["properties"]["avgcase"]["properties"]["models"]["additionalProperties"]
-    assert set(models["propertyNames"]["enum"]) == set(ARCHS)
+    avg = schema["properties"]["avgcase"]["properties"]
+    assert set(schema["$defs"]["avg_arch"]["enum"]) == set(ARCHS)
+    for key in ("models", "train_by_arch"):   # both name architectures by that list
+        archs = avg[key]["additionalProperties"] if key == "models" else avg[key]
+        assert archs["propertyNames"] == {"$ref": "#/$defs/avg_arch"}, key
     widths = {"cnn": 32, "cnn_w16": 16, "cnn_w8": 8}
     for arch, width in widths.items():
         convs = [m for m in build(arch, (1, 28, 28), 10).modules() if isinstance(m, torch.nn.Conv2d)]

@@ -100,7 +100,7 @@ def test_mc_samples_are_sigmas_times_points_times_n():
     assert (units(half, "avgcase", "MC sample", "avg_estimates")
             == units(PAPER, "avgcase", "MC sample", "avg_estimates") / 2)
     cifar100 = [w for w in workload.work(PAPER)
-                if w.job.startswith("avg_estimates_sigma cifar100/") and w.unit == "MMSE copy"]
+                if w.job.startswith("avg_estimates_sigma cifar100/resnet18-") and w.unit == "MMSE copy"]
     assert len(cifar100) == len(s["train"]["seeds"]) * len(s["sigmas"])
     assert all(w.net.classes == 100 for w in cifar100)
 

@@ -37,7 +37,7 @@ rule avg_train:
         history=paths.avg_file("history"),
     params:
         experiment="avgcase",
-        train=avg.train_params(config),
+        train=lambda wc: avg.train_params(config, avg.model_of(f"{wc.dataset}/{wc.avg_model}").arch),
         device=config["avgcase"]["device"],
     wildcard_constraints:
         dataset="|".join(avg.datasets(config)),

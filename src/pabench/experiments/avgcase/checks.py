@@ -26,12 +26,13 @@ def avgcase(config: dict) -> list[str]:
             errors.append(f"avgcase.models.{dataset}: no entry avgcase.datasets.{dataset} "
                           "(its image counts)")
         for arch in archs:  # lambda < 0 is the schema's error (minimum 0), named with its key
-            if arch.startswith("resnet") and dataset in ONE_CHANNEL:
+            if "resnet" in arch and dataset in ONE_CHANNEL:
                 errors.append(f"avgcase.models.{dataset}.{arch}: ResNets take 3-channel images; "
                               f"{dataset} has one")
     known = set(plan.models(config))
     named = [("avgcase.main", a["main"]), ("avgcase.case_study.model", a["case_study"]["model"])]
-    named += [(f"avgcase.class_bias[{i}]", ref) for i, ref in enumerate(a["class_bias"])]
+    for key in ("class_bias", "class_bias_other"):
+        named += [(f"avgcase.{key}[{i}]", ref) for i, ref in enumerate(a.get(key, []))]
     for key, ref in named:
         if ref not in known:  # spelled as avgcase.models names it: "mnist32/cnn-lam0"
             m = plan.model_of(ref)

@@ -133,6 +133,91 @@ def fig2b(inputs: dict, outputs, meta: dict, estimator: str = "mmse") -> pd.Data
     return err
 
 
+def errors_by_model(inputs: dict, outputs, meta: dict, columns: int = 4) -> pd.DataFrame:
+    """Figure 2a's absolute error against MC for every model, a panel each (mean over the
+    training seeds; a model near chance is named so in its title)."""
+    err = errors_of(inputs["estimates"])
+    models = _models(err)
+    rows = -(-len(models) // columns)
+    cols = min(columns, len(models))
+    fig, axes = plt.subplots(rows, cols, figsize=(2.9 * cols, 2.4 * rows + 0.4), squeeze=False)
+    for ax, (dataset, model) in zip(axes.flat, models):
+        d = err[(err.dataset == dataset) & (err.model == model)]
+        mean = _seed_mean(d, ["estimator", "sigma"])
+        for name in _estimator_order(d.estimator):
+            e = mean[mean.estimator == name]
+            color, ls = STYLE[name]
+            ax.plot(e.sigma, e.mean_abs_error, marker="o", ms=3, color=color, ls=ls, label=LABEL[name])
+        _sigma_axis(ax)
+        ax.set_ylabel("mean |p - p_MC|", fontsize=7)
+        flag = " (near chance)" if d[degenerate.COLUMN].any() else ""
+        ax.set_title(f"{dataset}/{model}{flag}", fontsize=7)
+    for ax in axes.flat[len(models):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for ax in axes.flat[1:len(models)]:   # a linear model adds the exact answer's line
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.legend(handles, labels, fontsize=6, loc="upper center", ncol=len(labels), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    meta = _flagged(meta, err)
+    save_figure(fig, *outputs, err, meta.pop("caption"), meta)
+    return err
+
+
+# ------------------------------------------------------------------ noisy images
+def example_points(labels: np.ndarray, k: int) -> list[int]:
+    """The first test image of each of the first k classes met in the test order."""
+    first = {}
+    for i, label in enumerate(labels):
+        first.setdefault(int(label), i)
+        if len(first) == k:
+            break
+    return list(first.values())
+
+
+def noisy_images(inputs: dict, outputs, meta: dict, datasets, sigmas, per_dataset: int = 2,
+                 seed: int = 0) -> pd.DataFrame:
+    """Test images of each dataset (a row each) clean and with Gaussian noise at every sigma of
+    the grid: x + sigma * eps with one eps per image (the same direction at every sigma), shown
+    clipped to [0, 1] (the models see the unclipped input); the CSV gives the share of pixel
+    values outside [0, 1] and the noise's L2 norm."""
+    gen = np.random.default_rng(seed)
+    sigmas = sorted(sigmas)
+    shown = []
+    for dataset, path in zip(datasets, inputs["data"]):
+        d = load_npz(path, ("test_x", "test_y"), only=True)
+        for point in example_points(d["test_y"], per_dataset):
+            image = d["test_x"][point].astype(np.float64) / 255.0
+            shown.append((dataset, point, int(d["test_y"][point]), image,
+                          gen.standard_normal(image.shape)))
+    fig, axes = plt.subplots(len(shown), 1 + len(sigmas), squeeze=False,
+                             figsize=(0.95 * (1 + len(sigmas)) + 0.6, 0.95 * len(shown) + 0.4))
+    rows = []
+    for r, (dataset, point, label, image, eps) in enumerate(shown):
+        for c, sigma in enumerate([0.0] + sigmas):
+            noisy = image + sigma * eps
+            ax = axes[r, c]
+            _show(ax, np.round(255 * np.clip(noisy, 0, 1)).astype(np.uint8))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+            if r == 0:
+                ax.set_title("clean" if c == 0 else f"sigma = {sigma:g}", fontsize=7)
+            if c == 0:
+                ax.set_ylabel(f"{dataset}\n{class_name(dataset, label)}", fontsize=6)
+            rows.append({"dataset": dataset, "point": point, "label": label,
+                         "class": class_name(dataset, label), "sigma": sigma,
+                         "clipped_share": float(((noisy < 0) | (noisy > 1)).mean()),
+                         "noise_l2": float(sigma * np.linalg.norm(eps)), "noise_seed": seed})
+    fig.tight_layout()
+    data = pd.DataFrame(rows)
+    save_figure(fig, *outputs, data, meta.pop("caption"), meta)
+    return data
+
+
 # ------------------------------------------------------------------ Figure 10
 # Where mvn-cdf(z) is spread: most points sit at 1 at small sigma, where any two functions that
 # saturate there agree.  The claim measures the agreement on these points, over the whole grid.
@@ -240,9 +325,38 @@ def fig3(inputs: dict, outputs, meta: dict, sigma: float | str = 0.1, tie: float
 
 
 # ------------------------------------------------------------------ Figure 4
+# More classes than this (CIFAR-100) are drawn ranked, a median and quartiles each: 100 box
+# pairs in a panel would be unreadable.
+MANY_CLASSES = 20
+
+
+def class_quartiles(e: pd.DataFrame) -> pd.DataFrame:
+    """Per class (true label) of one model, sigma and estimator: the quartiles of p, the classes
+    ranked by median (ascending; equal medians by label)."""
+    q = e.groupby("label").p.quantile([0.25, 0.5, 0.75]).unstack()
+    q.columns = ["q1", "median", "q3"]
+    q = q.reset_index().sort_values(["median", "label"], kind="stable").reset_index(drop=True)
+    return q.assign(rank=np.arange(len(q)))
+
+
+def _ranked_classes(ax, d: pd.DataFrame, sigma: float, estimators) -> None:
+    """Median and quartiles of p per class, the classes ranked by their median p of the first
+    estimator (MC); the others at the same class positions."""
+    order = class_quartiles(d[(d.sigma == sigma) & (d.estimator == estimators[0])]).label
+    rank = pd.Series(np.arange(len(order)), index=order.to_numpy())
+    for k, name in enumerate(estimators):
+        q = class_quartiles(d[(d.sigma == sigma) & (d.estimator == name)])
+        x = rank.loc[q.label].to_numpy() + (k - (len(estimators) - 1) / 2) * 0.3
+        ax.errorbar(x, q["median"], yerr=[q["median"] - q.q1, q.q3 - q["median"]], fmt="o",
+                    ms=1.5, lw=0.4, color=STYLE[name][0], alpha=0.8)
+    ax.set_xlabel(f"{len(order)} classes, ranked by median p_{LABEL[estimators[0]]}", fontsize=6)
+
+
 def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.DataFrame:
     """Per model (a row) and sigma (a column): box plots of p_robust per class (true label),
-    MC beside MMSE.  The CSV holds every point's value (what the boxes summarise)."""
+    MC beside MMSE; with more than MANY_CLASSES classes, each class's median and quartiles, the
+    classes ranked by their MC median.  The CSV holds every point's value (what the boxes
+    summarise)."""
     est = read_estimates(inputs["estimates"])
     est = est[est.estimator.isin(estimators)]
     models, sigmas = _models(est), sorted(est.sigma.unique())
@@ -254,6 +368,12 @@ def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.Dat
         classes = sorted(d.label.unique())
         for c, s in enumerate(sigmas):
             ax = axes[r, c]
+            ax.set_title(f"{dataset}/{model}\nsigma = {s:g}", fontsize=7)
+            if c == 0:
+                ax.set_ylabel("p_robust")
+            if len(classes) > MANY_CLASSES:
+                _ranked_classes(ax, d, s, list(estimators))
+                continue
             for k, name in enumerate(estimators):
                 e = d[(d.sigma == s) & (d.estimator == name)]
                 values = [e.p[e.label == label].to_numpy() for label in classes]
@@ -266,9 +386,6 @@ def fig4(inputs: dict, outputs, meta: dict, estimators=("mc", "mmse")) -> pd.Dat
             names = [class_name(dataset, int(label)) for label in classes]
             ax.set_xticks(np.arange(len(classes)), names, fontsize=6,
                           rotation=90 if max(map(len, names)) > 2 else 0)
-            ax.set_title(f"{dataset}/{model}\nsigma = {s:g}", fontsize=7)
-            if c == 0:
-                ax.set_ylabel("p_robust")
     handles = [plt.Rectangle((0, 0), 1, 1, color=STYLE[n][0], alpha=0.5) for n in estimators]
     # Above the panels: inside one, the legend covered boxes wherever the data happened to be.
     fig.legend(handles, [LABEL[n] for n in estimators], fontsize=7, loc="upper center",

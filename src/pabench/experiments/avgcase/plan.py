@@ -69,14 +69,22 @@ def dataset_params(config: dict, dataset: str) -> dict:
     return {"download": True, **source, **_avg(config)["datasets"][dataset]}
 
 
+def class_bias_other(config: dict) -> list[str]:
+    """The class-bias models of the appendix (avgcase.class_bias_other): the paper's MNIST CNN
+    and CIFAR-100 ResNet-18, beside Figure 4's."""
+    return list(_avg(config).get("class_bias_other", []))
+
+
 def table_inputs(config: dict, kind: str) -> list[str]:
-    """The per-model files stacked into avg_table(kind)."""
+    """The per-model files stacked into avg_table(kind): "runtime" is the main model's (Table 1),
+    "runtime_models" every model's (the appendix's runtimes)."""
     every, first = seeds(config), seeds(config)[:1]
     refs, seeds_ = {"history": (models(config), every), "noise_pa": (models(config), first),
                     "convergence": ([main(config)], first), "runtime": ([main(config)], first),
+                    "runtime_models": (models(config), first),
                     "case_study": ([_avg(config)["case_study"]["model"]], every),
                     "linear_convergence": (linear(config), every)}[kind]
-    return files(kind, refs, seeds_)
+    return files(kind.partition("_models")[0], refs, seeds_)
 
 
 def split_sigmas(config: dict) -> bool:
@@ -93,10 +101,12 @@ def sigma_inputs(config: dict, dataset: str, model: str, seed) -> list[str]:
             for k in range(len(_avg(config)["sigmas"]))]
 
 
-def train_params(config: dict) -> dict:
+def train_params(config: dict, arch: str | None = None) -> dict:
     """The training settings a model's training reads (not the seed list: adding a seed does
-    not retrain the others)."""
-    return {k: v for k, v in _avg(config)["train"].items() if k != "seeds"}
+    not retrain the others), with the architecture's own from avgcase.train_by_arch on top
+    (a change there retrains that architecture only)."""
+    own = _avg(config).get("train_by_arch", {}).get(arch, {}) if arch else {}
+    return {**{k: v for k, v in _avg(config)["train"].items() if k != "seeds"}, **own}
 
 
 # The gradient-norm penalty of the code the paper cites for it (Srinivas, Bordt & Lakkaraju,
@@ -114,12 +124,19 @@ def cited_reg_constant(lam: float, batch_size: int = CITED_BATCH) -> float:
     return lam * batch_size ** 2 / CITED_SCALE
 
 
+# Keys no evaluation reads: a change there reruns no evaluation.
+_NOT_EVALUATED = ("train_by_arch", "class_bias_other")
+
+
 def eval_settings(config: dict) -> dict:
-    """The settings an evaluation of a model reads: the section without the seed list."""
-    return {**_avg(config), "train": train_params(config)}
+    """The settings an evaluation of a model reads: the section without the seed list (the case
+    study's CNN trains with `train`)."""
+    return {**{k: v for k, v in _avg(config).items() if k not in _NOT_EVALUATED},
+            "train": train_params(config)}
 
 
-TABLES = ("history", "noise_pa", "convergence", "runtime", "case_study", "linear_convergence")
+TABLES = ("history", "noise_pa", "convergence", "runtime", "runtime_models", "case_study",
+          "linear_convergence")
 # Evaluations of a trained model, one rule each (avg_<kind>), and the per-model files each reads
 # (the case study chooses its sigma from the estimates; linear_convergence compares with their
 # exact and MC values).

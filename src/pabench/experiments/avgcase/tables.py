@@ -95,6 +95,18 @@ def table1(inputs: dict) -> pd.DataFrame:
         "device": t.device})
 
 
+def runtimes(inputs: dict) -> pd.DataFrame:
+    """Every model's runtimes of MC, Taylor and MMSE (Table 1's setting on each model's own
+    points): seconds, per point, and the speed-up over MC per point."""
+    t = speedups(read_table(inputs["table"]))
+    return pd.DataFrame({
+        "dataset": t.dataset, "model": t.model, "estimator": t.estimator,
+        "n": [int(n) if n > 0 else "N/A" for n in t.n], "points": t.points, "sigma": t.sigma,
+        "seconds": t.seconds, "seconds per point": t.seconds_per_point,
+        "speed-up vs MC (per point)": t.speedup, "device": t.device,
+        DEGENERATE: t[DEGENERATE] if DEGENERATE in t else False}).reset_index(drop=True)
+
+
 def case_study(inputs: dict) -> pd.DataFrame:
     """Accuracy of the CNN telling apart the top and bottom quantile of each score's untied pool,
     per training seed of the model, with the share of images each score has tied at 0 or 1."""

@@ -16,10 +16,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from pabench.adversarial.models import LeNetCNN, _ResidualNet
+from pabench.experiments.avgcase.models import ResNet18, ViT, ViTSize
 
 log = logging.getLogger("pabench.avgcase")
 
-ARCHS = ("linear", "cnn", "cnn_w16", "cnn_w8", "resnet18", "resnet18_w16", "resnet18_w8")
+# resnet18*: the paper's post-activation ResNet-18 (the authors' models/resnet.py);
+# preact_resnet18*: our PreAct ResNet-18, the quick scale's stand-in; _w<k>: first stage k channels.
+# vit: ViT-Lite-7/4 sized (models.py); vit_tiny: the quick scale's small ViT.
+VIT_SIZES = {"vit": ViTSize(patch=4, depth=7, width=256, heads=4, mlp=512),
+             "vit_tiny": ViTSize(patch=8, depth=2, width=64, heads=4, mlp=128)}
+RESNETS = ("resnet18", "resnet18_w16", "resnet18_w8",
+           "preact_resnet18", "preact_resnet18_w16", "preact_resnet18_w8")
+ARCHS = ("linear", "cnn", "cnn_w16", "cnn_w8", *RESNETS, *VIT_SIZES)
 _RECALIBRATION_IMAGES = 1024   # training images that set BatchNorm's statistics after each epoch
 
 
@@ -31,12 +39,17 @@ def build(arch: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module
     if arch.startswith("cnn") and arch in ARCHS:   # cnn_w16: 16 and 32 channels (cnn: 32, 64)
         net = LeNetCNN(num_classes, height, in_channels=channels, width=_width(arch, 32))
         return net.to(memory_format=torch.channels_last)  # 1.3-1.5x faster on CPU, as for ResNets
-    if arch.startswith("resnet18") and arch in ARCHS:
+    if arch in RESNETS:
         if channels != 3:
             raise ValueError(f"{arch} takes 3-channel images, got {channels}")
         w = _width(arch, 64)  # resnet18_w8: stages of 8, 16, 32, 64 channels
-        net = _ResidualNet([(w, 2, 1), (2 * w, 2, 2), (4 * w, 2, 2), (8 * w, 2, 2)], w, num_classes)
+        net = (ResNet18(num_classes, channels, w) if arch.startswith("resnet18") else
+               _ResidualNet([(w, 2, 1), (2 * w, 2, 2), (4 * w, 2, 2), (8 * w, 2, 2)], w, num_classes))
         return net.to(memory_format=torch.channels_last)  # 1.5x faster convolutions on CPU
+    if arch in VIT_SIZES:
+        if height != width:
+            raise ValueError(f"{arch} takes square images, got {height}x{width}")
+        return ViT(VIT_SIZES[arch], num_classes, channels, height)
     raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}")
 
 
