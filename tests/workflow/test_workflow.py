@@ -161,9 +161,10 @@ def test_adversarial_results(ran):
 
 def test_avgcase_results(ran):
     root, _ = ran
-    assert [e.name for e in AVG] == ["fig2a", "fig2b", "fig3", "fig4", "fig10", "convergence",
-                                     "linear_convergence", "noise_pa", "table1", "case_study",
-                                     "models", "noise_pa_correlation", "errors"]
+    assert [e.name for e in AVG] == ["fig2a", "fig2b", "fig3", "fig4", "class_bias_other",
+                                     "errors_by_model", "noisy_images", "fig10", "convergence",
+                                     "linear_convergence", "noise_pa", "table1", "runtimes",
+                                     "case_study", "models", "noise_pa_correlation", "errors"]
     cfg = scale_config()["avgcase"]
     models = pd.read_csv(root / "figures/avgcase/models.csv")
     # The MNIST models learn even at test scale (chance is 0.1); the test-scale ResNet (400

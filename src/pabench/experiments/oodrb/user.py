@@ -189,7 +189,7 @@ def _fits_config(config: dict, shift: str, d: dict, data: dict | None) -> bool:
     if plan.is_corruption(config, shift):
         if list(d["severities"]) != list(o["severities"]):
             return False
-        if o["cifar10c"]:
+        if o["corruption_source"] == "published":
             return True
         n = len(data["test_y"]) if o["n_shift"] is None else min(o["n_shift"], len(data["test_y"]))
         src = d["source"]
