@@ -64,7 +64,7 @@ def test_mvs_variants_use_the_multivariate_sigmoid():
     np.testing.assert_allclose(est.p_taylor(model, x, 0.3, mvs=True), expected, rtol=1e-9)
 
 
-def test_points_over_the_cdf_tolerance_are_counted_and_logged(caplog):
+def test_points_over_the_cdf_tolerance_are_counted_and_logged(caplog, tmp_path, capsys):
     """A linear model on 2 features with 10 classes: its 9 decision-function gradients span 2
     dimensions, so UU^T + 1e-5 I is near-singular and the normal CDF stops some points at its
     sample cap above its tolerance.  The estimators return those error estimates and log how
@@ -82,6 +82,11 @@ def test_points_over_the_cdf_tolerance_are_counted_and_logged(caplog):
     assert est.cdf_over_tolerance(err_lin) == over
     _, err_mvs = est.p_mmse(model, x, 1.0, 2, mvs=True, return_error=True)
     assert (err_mvs == 0).all()                     # the mv-sigmoid is a closed form
+    torch.jit.script(model.float()).save(str(tmp_path / "model.pt"))
+    np.save(tmp_path / "x.npy", x.float().numpy())
+    assert cli.main(["avgcase", str(tmp_path / "model.pt"), str(tmp_path / "x.npy"), "--sigma",
+                     "1", "--estimators", "taylor,taylor_mvs"]) == 0
+    assert "linearised estimates have normal-CDF error estimates above" in capsys.readouterr().out
 
 
 def test_decision_function_gradients_match_the_full_jacobian():
@@ -199,6 +204,8 @@ def test_cli_prints_means_and_writes_every_point(tmp_path, capsys):
     assert len(table) == 2 * 3 * len(x)
     wide = table.pivot_table(index=["sigma", "point"], columns="estimator", values="p")
     np.testing.assert_allclose(wide.taylor, wide.linear, atol=1e-5)
+    assert table.cdf_error[table.estimator == "mc"].isna().all()
+    assert (table.cdf_error[table.estimator != "mc"] <= est.ABSEPS).all()
     assert "taylor" in capsys.readouterr().out
     assert cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "0"]) == 2
     assert "sigma must be" in capsys.readouterr().err

@@ -322,7 +322,8 @@ def estimate(name: str, model, x, sigma: float, *, n: int | None = None,
              temperature: float = 1.0, **kwargs) -> np.ndarray:
     """p_robust per point by the named estimator (`checks.ESTIMATORS`); n = noisy copies for mc
     (default 10,000) and mmse (default 5).  "linear" needs a linear model (`linear_weights`):
-    its weights give the exact answer."""
+    its weights give the exact answer.  `return_error=True` (the `checks.LINEARISED` ones) also
+    returns the normal CDF's error estimates."""
     check_estimator(name)
     check_sigma(sigma)
     if n is not None:
@@ -336,7 +337,8 @@ def estimate(name: str, model, x, sigma: float, *, n: int | None = None,
     if name == "softmax":
         return p_softmax(model, x, temperature, **kwargs)
     weight, bias = linear_weights(model, x)
-    return p_linear(weight, bias, torch.as_tensor(x).cpu(), sigma, kwargs.get("seed", 0))
+    return p_linear(weight, bias, torch.as_tensor(x).cpu(), sigma, kwargs.get("seed", 0),
+                    kwargs.get("return_error", False))
 
 
 def linear_weights(model, x) -> tuple[torch.Tensor, torch.Tensor]:
