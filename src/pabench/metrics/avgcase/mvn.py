@@ -156,6 +156,7 @@ def _check(z, cov, abseps, max_samples):
     return z, cov
 
 
+@torch.inference_mode()
 def _mvn_points(b, corr, abseps, max_samples, seed, device, native):
     """Probabilities and error estimates for a chunk of points (correlation scale, finite-or-+inf b)."""
     n_pts, k = b.shape
