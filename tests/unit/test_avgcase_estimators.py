@@ -1,5 +1,7 @@
 """Average-case robustness estimators: the linear model is the built-in check (Lemma 1 is exact
 for it), gradients against autograd's full Jacobian, adaptive MC, bad inputs, the CLI."""
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +62,31 @@ def test_mvs_variants_use_the_multivariate_sigmoid():
     z = lin.z(0.3)
     expected = 1.0 / (1.0 + np.exp(-z).sum(1))
     np.testing.assert_allclose(est.p_taylor(model, x, 0.3, mvs=True), expected, rtol=1e-9)
+
+
+def test_points_over_the_cdf_tolerance_are_counted_and_logged(caplog, tmp_path, capsys):
+    """A linear model on 2 features with 10 classes: its 9 decision-function gradients span 2
+    dimensions, so UU^T + 1e-5 I is near-singular and the normal CDF stops some points at its
+    sample cap above its tolerance.  The estimators return those error estimates and log how
+    many points exceed it (it was silent)."""
+    model, x = linear_model(d=2, c=10, seed=3)
+    with caplog.at_level(logging.WARNING, logger="pabench.avgcase"):
+        p, err = est.p_taylor(model, x, 1.0, return_error=True)
+    over = est.cdf_over_tolerance(err)
+    assert 0 < over < len(x) and over == (err > est.ABSEPS).sum()
+    assert f"sigma 1: {over} of {len(x)} points ended with error estimates above" in caplog.text
+    np.testing.assert_array_equal(est.p_taylor(model, x, 1.0), p)   # the same p without errors
+    layer = model[1]
+    p_lin, err_lin = est.p_linear(layer.weight.detach(), layer.bias.detach(), x, 1.0,
+                                  return_error=True)
+    assert est.cdf_over_tolerance(err_lin) == over
+    _, err_mvs = est.p_mmse(model, x, 1.0, 2, mvs=True, return_error=True)
+    assert (err_mvs == 0).all()                     # the mv-sigmoid is a closed form
+    torch.jit.script(model.float()).save(str(tmp_path / "model.pt"))
+    np.save(tmp_path / "x.npy", x.float().numpy())
+    assert cli.main(["avgcase", str(tmp_path / "model.pt"), str(tmp_path / "x.npy"), "--sigma",
+                     "1", "--estimators", "taylor,taylor_mvs"]) == 0
+    assert "linearised estimates have normal-CDF error estimates above" in capsys.readouterr().out
 
 
 def test_decision_function_gradients_match_the_full_jacobian():
@@ -177,6 +204,8 @@ def test_cli_prints_means_and_writes_every_point(tmp_path, capsys):
     assert len(table) == 2 * 3 * len(x)
     wide = table.pivot_table(index=["sigma", "point"], columns="estimator", values="p")
     np.testing.assert_allclose(wide.taylor, wide.linear, atol=1e-5)
+    assert table.cdf_error[table.estimator == "mc"].isna().all()
+    assert (table.cdf_error[table.estimator != "mc"] <= est.ABSEPS).all()
     assert "taylor" in capsys.readouterr().out
     assert cli.main(["avgcase", str(path), str(tmp_path / "x.npy"), "--sigma", "0"]) == 2
     assert "sigma must be" in capsys.readouterr().err
@@ -197,6 +226,15 @@ def test_linear_weights_leave_a_cuda_model_where_it_is():
     assert torch.equal(weight, model[1].weight.detach().cpu())
     assert all(p.device.type == "cuda" and not p.is_inference() for p in model.parameters())
     assert np.abs(est.p_mmse(model, x, 0.2, 500, seed=0) - want).max() < 0.05
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_normal_cdf_runs_on_the_models_device():
+    model, x = linear_model(c=12)
+    lin = est.linearised(model.cuda(), x.cuda())
+    assert lin.device.startswith("cuda")
+    np.testing.assert_allclose(est.from_linearisation(lin, 0.5), exact(model.cpu(), x, 0.5),
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("arch", ["linear", "cnn"])

@@ -1,10 +1,17 @@
 """Batched multivariate normal CDF (Genz SOV + randomised QMC) and the multivariate sigmoid."""
+import warnings
+
 import numpy as np
 import pytest
+import torch
 from scipy.special import expit
 from scipy.stats import multivariate_normal, norm
 
-from pabench.metrics.avgcase.mvn import mv_sigmoid, mvn_cdf
+from pabench.metrics.avgcase import mvn
+from pabench.metrics.avgcase.mvn import ABSEPS, MVNAccuracyWarning, mv_sigmoid, mvn_cdf
+
+# The C integrand (the CPU's default) and the PyTorch one (a GPU's, forced here on the CPU).
+BACKENDS = ["native", "torch"] if mvn._native() is not None else ["torch"]
 
 
 def make_covs(seed, n, k, d, shared=False):
@@ -31,14 +38,15 @@ def scipy_cdf(z, cov):
                      for zb, cb in zip(z, cov)])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d, shared", [(3072, False), (20, False), (3072, True)])
-def test_k9_matches_scipy(d, shared):
+def test_k9_matches_scipy(d, shared, backend):
     k, n = 9, 12
     cov = make_covs(d, n, k, d, shared)
     z = np.linspace(0.3, 2.5, n)[:, None] + np.random.default_rng(1).normal(0.0, 1.0, (n, k))
     ref = scipy_cdf(z, cov)
     assert ref.min() < 0.05 and ref.max() > 0.5      # spread over (0, 1), not all near 0 or 1
-    p, err = mvn_cdf(z, cov, return_error=True)
+    p, err = mvn_cdf(z, cov, return_error=True, backend=backend)
     assert p.dtype == np.float64 and p.shape == (n,)
     np.testing.assert_allclose(p, ref, rtol=0, atol=1e-4)
     assert (err <= 5e-5).all()
@@ -68,14 +76,16 @@ def k99_z(shared):
     return offset[:, None] + np.random.default_rng(5).normal(0.0, 1.0, (4, 99))
 
 
-@pytest.mark.parametrize("d, shared", list(K99_CASES))
-def test_k99_matches_stored_scipy(d, shared):
+# The PyTorch path on one case (~5 s here); test_torch_backend_agrees_with_native covers k = 99 too.
+@pytest.mark.parametrize("d, shared, backend", [(d, shared, b) for (d, shared) in K99_CASES
+                                                for b in BACKENDS if b == BACKENDS[0] or not shared])
+def test_k99_matches_stored_scipy(d, shared, backend):
     cov = make_covs(99 + shared, 4, 99, d, shared)
     assert cov[0, 0, 1] == pytest.approx(K99_FINGERPRINT[shared], abs=1e-12), \
         "numpy's random stream changed: recompute the stored scipy values"
     z = k99_z(shared)
     ref = np.array(K99_CASES[d, shared])
-    np.testing.assert_allclose(mvn_cdf(z, cov), ref, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(mvn_cdf(z, cov, backend=backend), ref, rtol=0, atol=1e-4)
 
 
 def test_k1_is_the_univariate_cdf_exactly():
@@ -180,6 +190,8 @@ def test_mv_sigmoid():
     (np.zeros((1, 2)), np.eye(2), {"abseps": 0.0}, r"abseps.*0\.0"),
     (np.zeros((1, 2)), np.eye(2), {"abseps": -1e-3}, r"abseps.*-0\.001"),
     (np.zeros((1, 2)), np.eye(2), {"max_samples": 0}, r"max_samples.*0"),
+    (np.zeros((1, 2)), np.eye(2), {"backend": "cuda"}, r"backend must be one of native, torch"),
+    (np.zeros((1, 2)), np.eye(2), {"backend": "native", "device": "cuda"}, r"needs a CPU"),
 ])
 def test_bad_inputs(z, cov, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -191,8 +203,6 @@ def test_native_integrand_matches_the_torch_one(k):
     """The C kernel (sov.c) and the PyTorch integrand sum the same Genz integrand over the same
     samples: their per-sample means agree to float32 rounding, on random correlated points with
     some infinite limits (fewer live dimensions) and a start offset into the samples."""
-    from pabench.metrics.avgcase import mvn
-
     if mvn._native() is None:
         pytest.skip("no C compiler: only the PyTorch integrand exists here")
     rng = np.random.default_rng(k)
@@ -200,11 +210,96 @@ def test_native_integrand_matches_the_torch_one(k):
     z = rng.normal(1.0, 1.0, (12, k))
     z[:3, -4:] = np.inf
     sd = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
-    lt, bt, keff = mvn._ordered_cholesky(cov / (sd[:, :, None] * sd[:, None, :]), z / sd)
+    corr, b = cov / (sd[:, :, None] * sd[:, None, :]), z / sd
+    lt, bt, keff = mvn._ordered_cholesky(corr, b)
     assert len(set(keff.tolist())) > 1
     samples = mvn._sobol_samples(3, k - 1, 1024)
-    native = mvn._sov_sums(lt, bt, keff, samples, 128, 640)
-    torch_sums = mvn._sov_sums(lt, bt, keff, samples, 128, 640, native=False)
+    pts = np.arange(12)
+    native = mvn._native_sums(lt, bt, keff, samples)(pts, 128, 640)
+    lt_t, bt_t, _ = mvn._ordered_cholesky_torch(torch.tensor(corr), torch.tensor(b))
+    torch_sums = mvn._torch_sums(lt_t, bt_t, keff, samples)(pts, 128, 640)
     assert native.shape == torch_sums.shape == (12, mvn._N_RAND)
     np.testing.assert_allclose(native / 512, torch_sums / 512, rtol=0, atol=2e-6)
     assert np.abs(native - torch_sums).max() > 0   # two implementations, not one called twice
+
+
+def rank_deficient(n, k, rank, seed):
+    """UU^T + 1e-5 I with U (k, rank) of unit rows, as the estimators build it for a model whose
+    k decision-function gradients span only `rank` dimensions (a linear model on 2 features)."""
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal((n, k, rank))
+    u /= np.linalg.norm(u, axis=-1, keepdims=True)
+    return rng.uniform(-0.5, 3.5, (n, k)), u @ u.transpose(0, 2, 1) + 1e-5 * np.eye(k)
+
+
+def test_points_over_tolerance_are_not_silent():
+    """A rank-deficient UU^T plus the jitter makes the later factors near step functions: some
+    points stop at max_samples above abseps.  Without return_error that warns with their count;
+    with it the caller gets the estimates (and no warning), for the estimators to count."""
+    z, cov = rank_deficient(20, 9, 2, seed=0)
+    with pytest.warns(MVNAccuracyWarning, match=r"of 20 points ended at max_samples"):
+        p = mvn_cdf(z, cov)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p2, err = mvn_cdf(z, cov, return_error=True)
+    np.testing.assert_array_equal(p, p2)
+    assert 0 < (err > ABSEPS).sum() < 20
+    # The refinement did run to the cap for those points: more samples lower their estimates.
+    _, err_more = mvn_cdf(z, cov, return_error=True, max_samples=400_000)
+    over = err > ABSEPS
+    assert (err_more[over] < err[over]).mean() > 0.8
+
+
+def test_torch_ordering_equals_numpy():
+    """The device's factorisation (PyTorch) is the CPU's (numpy) to rounding: the same variable
+    order, factor, limits and live dimensions, with infinite limits and degenerate variables."""
+    z, cov = rank_deficient(30, 9, 3, seed=1)
+    cov[:5] = np.ones((9, 9))                       # degenerate: every variable the same
+    z[5:10, 2:4] = np.inf
+    sd = np.sqrt(np.diagonal(cov, axis1=1, axis2=2))
+    corr, b = cov / (sd[:, :, None] * sd[:, None, :]), z / sd
+    lt, bt, keff = mvn._ordered_cholesky(corr, b)
+    lt_t, bt_t, keff_t = mvn._ordered_cholesky_torch(torch.tensor(corr), torch.tensor(b))
+    np.testing.assert_array_equal(keff_t.numpy(), keff)
+    np.testing.assert_allclose(lt_t.numpy(), lt, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(np.isinf(bt_t.numpy()), np.isinf(bt))
+    finite = np.isfinite(bt)
+    np.testing.assert_allclose(bt_t.numpy()[finite], bt[finite], rtol=1e-9)
+
+
+@pytest.mark.parametrize("k, n, d, offset", [(9, 6, 12, 0.8), (99, 3, 3072, 3.0)])
+def test_torch_backend_agrees_with_native(k, n, d, offset):
+    """Forced on the CPU, the PyTorch path (a GPU's) gives the C path's results to float32
+    rounding: the same samples, order and refinement."""
+    if mvn._native() is None:
+        pytest.skip("no C compiler: only the PyTorch integrand exists here")
+    cov = make_covs(k, n, k, d, shared=True)
+    z = np.random.default_rng(k).normal(offset, 1.0, (n, k))
+    p_n, err_n = mvn_cdf(z, cov, backend="native", return_error=True)
+    p_t, err_t = mvn_cdf(z, cov, backend="torch", device="cpu", return_error=True)
+    assert p_n.min() < 0.9 and (err_n <= ABSEPS).all() and (err_t <= ABSEPS).all()
+    np.testing.assert_allclose(p_t, p_n, rtol=0, atol=1e-6)
+
+
+def test_gpu_work_sizes_change_nothing(monkeypatch):
+    """The PyTorch path's larger chunks and blocks on a GPU, run here on the CPU: the same
+    results as the CPU sizes (the chunks only bound the memory)."""
+    cov = make_covs(4, 40, 9, 20)
+    z = np.random.default_rng(4).normal(1.0, 1.0, (40, 9))
+    z[:3, -2:] = np.inf
+    small = mvn_cdf(z, cov, backend="torch", return_error=True)
+    monkeypatch.setitem(mvn._CHUNK, "cpu", mvn._CHUNK["cuda"])
+    monkeypatch.setitem(mvn._BLOCK, "cpu", mvn._BLOCK["cuda"])
+    large = mvn_cdf(z, cov, backend="torch", return_error=True)
+    np.testing.assert_allclose(large, small, rtol=0, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("k", [9, 99])
+def test_cuda_matches_the_cpu(k):
+    cov = make_covs(k, 8, k, 3072, shared=True)
+    z = np.random.default_rng(k).normal(2.0 if k == 99 else 0.8, 1.0, (8, k))
+    p_cpu = mvn_cdf(z, cov)
+    p_gpu, err = mvn_cdf(z, cov, device="cuda", return_error=True)
+    assert (err <= ABSEPS).all()
+    np.testing.assert_allclose(p_gpu, p_cpu, rtol=0, atol=1e-4)

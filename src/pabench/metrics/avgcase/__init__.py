@@ -22,7 +22,7 @@ _NAMES = {"mvn_cdf": "mvn", "mv_sigmoid": "mvn",
           "p_linear": "estimators", "p_taylor": "estimators", "p_mmse": "estimators",
           "p_softmax": "estimators", "linearised": "estimators", "predict": "estimators",
           "linear_weights": "estimators",
-          "from_linearisation": "estimators"}
+          "from_linearisation": "estimators", "cdf_over_tolerance": "estimators"}
 __all__ = sorted(_NAMES)
 
 

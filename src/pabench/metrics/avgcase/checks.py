@@ -8,6 +8,8 @@ import numpy as np
 
 # Estimator names: what `estimate` accepts and what result tables call them.
 ESTIMATORS = ("mc", "taylor", "taylor_mvs", "mmse", "mmse_mvs", "softmax", "linear")
+# Those that take `return_error` (the normal CDF's error estimates; 0 for the mv-sigmoid ones).
+LINEARISED = ("taylor", "taylor_mvs", "mmse", "mmse_mvs", "linear")
 
 
 def check_estimator(name: str) -> str:

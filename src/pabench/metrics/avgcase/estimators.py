@@ -6,6 +6,7 @@ Every estimator checks its arguments and the model's clean logits before samplin
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,9 @@ from scipy import stats
 from pabench.metrics.avgcase.checks import (check_classes, check_estimator, check_finite,
                                             check_n, check_sigma, check_temperature)
 from pabench.metrics.avgcase.gradients import decision_functions, others
-from pabench.metrics.avgcase.mvn import mv_sigmoid, mvn_cdf
+from pabench.metrics.avgcase.mvn import ABSEPS, mv_sigmoid, mvn_cdf
+
+log = logging.getLogger("pabench.avgcase")
 
 JITTER = 1e-5  # added to UU^T, as the authors do: U is rank-deficient when d < C-1 or rows align
 
@@ -24,10 +27,12 @@ JITTER = 1e-5  # added to UU^T, as the authors do: U is rank-deficient when d < 
 class Linearisation:
     """A linear stand-in for the model around each point: decision-function values g (B, k),
     their gradient norms (B, k) and the covariance UU^T + 1e-5 I of the unit gradients (B, k, k),
-    k = C-1.  z = g / (sigma * norm) for any sigma, so one gradient pass serves every sigma."""
+    k = C-1.  z = g / (sigma * norm) for any sigma, so one gradient pass serves every sigma.
+    `device`: where the gradients were taken; the normal CDF runs there too."""
     g: np.ndarray
     norm: np.ndarray
     cov: np.ndarray
+    device: str = "cpu"
 
     def z(self, sigma: float) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -42,14 +47,31 @@ class Linearisation:
         unit = grad / norm.clamp_min(torch.finfo(torch.float64).tiny)[..., None]
         cov = unit @ unit.transpose(1, 2)
         cov += JITTER * torch.eye(cov.shape[-1], dtype=cov.dtype, device=cov.device)
-        return cls(g.double().cpu().numpy(), norm.cpu().numpy(), cov.cpu().numpy())
+        return cls(g.double().cpu().numpy(), norm.cpu().numpy(), cov.cpu().numpy(), str(g.device))
 
 
-def from_linearisation(lin: Linearisation, sigma: float, mvs: bool = False, seed: int = 0
-                       ) -> np.ndarray:
-    """p_robust of the linearised model: the mvn-cdf Phi_{UU^T}(z), or the mv-sigmoid of z."""
+def from_linearisation(lin: Linearisation, sigma: float, mvs: bool = False, seed: int = 0,
+                       return_error: bool = False):
+    """p_robust of the linearised model: the mvn-cdf Phi_{UU^T}(z) (on the device the gradients
+    were taken on), or the mv-sigmoid of z.  With `return_error` also the normal CDF's error
+    estimate per point (0 for the mv-sigmoid, a closed form).  Points whose estimate exceeds the
+    CDF's tolerance `mvn.ABSEPS` (where it stopped at its sample cap: near-singular UU^T) are
+    logged as a warning either way; callers count them with `cdf_over_tolerance`."""
     z = lin.z(sigma)
-    return mv_sigmoid(z) if mvs else mvn_cdf(z, lin.cov, seed=seed)
+    if mvs:
+        p, err = mv_sigmoid(z), np.zeros(len(z))
+    else:
+        p, err = mvn_cdf(z, lin.cov, seed=seed, device=lin.device, return_error=True)
+        over = cdf_over_tolerance(err)
+        if over:
+            log.warning("normal CDF at sigma %g: %d of %d points ended with error estimates above "
+                        "%g (the largest %.2g)", sigma, over, len(err), ABSEPS, err.max())
+    return (p, err) if return_error else p
+
+
+def cdf_over_tolerance(err: np.ndarray) -> int:
+    """Points whose normal-CDF error estimate (from_linearisation's) exceeds the tolerance."""
+    return int((np.asarray(err) > ABSEPS).sum())
 
 
 def _device(model) -> torch.device:
@@ -236,22 +258,26 @@ def linearised(model, x, *, target=None, sigma: float | None = None, n: int = 1,
 
 
 def p_taylor(model, x, sigma: float, *, mvs: bool = False, target=None, batch_size: int = 256,
-             seed: int = 0) -> np.ndarray:
+             seed: int = 0, return_error: bool = False):
+    """p_robust by the Taylor linearisation at x; with `return_error` also the normal CDF's
+    error estimates (`from_linearisation`)."""
     sigma = check_sigma(sigma)
     lin = linearised(model, x, target=target, batch_size=batch_size)
-    return from_linearisation(lin, sigma, mvs, seed)
+    return from_linearisation(lin, sigma, mvs, seed, return_error)
 
 
 def p_mmse(model, x, sigma: float, n: int = 5, *, mvs: bool = False, target=None,
-           batch_size: int = 256, seed: int = 0) -> np.ndarray:
+           batch_size: int = 256, seed: int = 0, return_error: bool = False):
+    """p_robust by the MMSE linearisation (n noisy copies); `return_error` as for p_taylor."""
     sigma, n = check_sigma(sigma), check_n(n)
     lin = linearised(model, x, target=target, sigma=sigma, n=n, batch_size=batch_size, seed=seed)
-    return from_linearisation(lin, sigma, mvs, seed)
+    return from_linearisation(lin, sigma, mvs, seed, return_error)
 
 
-def p_linear(weight, bias, x, sigma: float, seed: int = 0) -> np.ndarray:
+def p_linear(weight, bias, x, sigma: float, seed: int = 0, return_error: bool = False):
     """The exact answer for a linear model f(x) = W x + b (Lemma 1), from its weights:
-    u_i = w_t - w_i, c_i = u_i . x + b_t - b_i, p = Phi_{UU^T}(c_i / (sigma ||u_i||))."""
+    u_i = w_t - w_i, c_i = u_i . x + b_t - b_i, p = Phi_{UU^T}(c_i / (sigma ||u_i||)), up to the
+    normal CDF's error (`return_error` as for p_taylor)."""
     sigma = check_sigma(sigma)
     w = torch.as_tensor(weight, dtype=torch.float64)
     bias = torch.as_tensor(bias, dtype=torch.float64)
@@ -263,7 +289,7 @@ def p_linear(weight, bias, x, sigma: float, seed: int = 0) -> np.ndarray:
     rows = torch.arange(len(x))
     c = others(logits[rows, target][:, None] - logits, target)
     u = others(w[target][:, None, :] - w[None], target)
-    return from_linearisation(Linearisation.of(c, u), sigma, False, seed)
+    return from_linearisation(Linearisation.of(c, u), sigma, False, seed, return_error)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +322,8 @@ def estimate(name: str, model, x, sigma: float, *, n: int | None = None,
              temperature: float = 1.0, **kwargs) -> np.ndarray:
     """p_robust per point by the named estimator (`checks.ESTIMATORS`); n = noisy copies for mc
     (default 10,000) and mmse (default 5).  "linear" needs a linear model (`linear_weights`):
-    its weights give the exact answer."""
+    its weights give the exact answer.  `return_error=True` (the `checks.LINEARISED` ones) also
+    returns the normal CDF's error estimates."""
     check_estimator(name)
     check_sigma(sigma)
     if n is not None:
@@ -310,7 +337,8 @@ def estimate(name: str, model, x, sigma: float, *, n: int | None = None,
     if name == "softmax":
         return p_softmax(model, x, temperature, **kwargs)
     weight, bias = linear_weights(model, x)
-    return p_linear(weight, bias, torch.as_tensor(x).cpu(), sigma, kwargs.get("seed", 0))
+    return p_linear(weight, bias, torch.as_tensor(x).cpu(), sigma, kwargs.get("seed", 0),
+                    kwargs.get("return_error", False))
 
 
 def linear_weights(model, x) -> tuple[torch.Tensor, torch.Tensor]:
