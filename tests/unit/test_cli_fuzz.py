@@ -81,6 +81,11 @@ class NaNOut(nn.Module):
         return x[:, :3] * float("nan")
 
 
+class NoOut(nn.Module):
+    def forward(self, x):
+        return x[:, :0]
+
+
 class Fails(nn.Module):
     def forward(self, x):
         if x.shape[0] > 0:
@@ -341,8 +346,7 @@ def avgcase_cases():
     cases += [
         model_case("class count", "one output", weights(4, 1), ("1 class score", "at least 2"),
                    kw(4, 1)),
-        model_case("class count", "no outputs", weights(4, 0), ("0 class score", "at least 2"),
-                   kw(4, 0)),
+        model_case("class count", "no outputs", scripted(NoOut()), ("0 class score", "at least 2")),
         model_case("wrong shape", "takes 5 features (mat1 and mat2)", weights(5, 3),
                    ("the model does not take the points", "(N, 4)"), kw(5, 3)),
         model_case("NaN and inf", "NaN weights", weights(4, 3, np.nan), ("NaN or infinite",), kw(4, 3)),
