@@ -2,7 +2,9 @@
 
     pabench pa A B [--solver exact|adam] [--inputs logits|log_probs|probs]   # prints JSON
     pabench avgcase MODEL INPUTS --sigma 0.1 [0.2 ...] [--estimators mc,taylor,mmse] [--out p.csv]
+                    [--arch module:Class --arch-kwargs JSON]
     pabench oodrb MODEL [--arch module:Class] [--configfile overlay.yaml] [--zoo shifts.csv] [--out DIR]
+    pabench corrupt IMAGES OUT [--labels L] [--corruptions benchmark|all|a,b] [--workers N]
     pabench check-config [config.yaml workflow/config/test.yaml ...]
     pabench wandb-runs [data/wandb]
     pabench wandb-dashboard [--dir data/wandb] [--entity E] [--project pabench] [--url URL] [--dry-run]
@@ -27,10 +29,11 @@ def _json_number(x):
 
 def cmd_pa(args) -> int:
     from pabench.core.io import load_array
-    from pabench.metrics import afr_pred, posterior_agreement
 
     a = load_array(args.a, args.key)
     b = load_array(args.b, args.key)
+    from pabench.metrics import afr_pred, posterior_agreement  # (PyTorch: once the files read)
+
     res = posterior_agreement(a, b, solver=args.solver, inputs=args.inputs, epochs=args.epochs,
                               seed=args.seed, progress=args.progress)
     out = {k: _json_number(v) for k, v in res.summary().items()}
@@ -40,12 +43,64 @@ def cmd_pa(args) -> int:
     return 0
 
 
-def _load_model(path):
-    """A whole model: a torch.export archive, TorchScript, or a pickled nn.Module (trusted files
-    only: it runs code)."""
-    from pabench.core.modelfile import load_model
+def _arch_kwargs(text):
+    """--arch-kwargs: a JSON object (None when not given)."""
+    if not text:
+        return None
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--arch-kwargs: not JSON ({err})") from None
+    if not isinstance(kwargs, dict):
+        raise ValueError("--arch-kwargs: give a JSON object, e.g. '{\"num_classes\": 10}'")
+    return kwargs
 
-    return load_model(path, allow_pickle=True)
+
+def _points(path, key):
+    """The points of `pabench avgcase`: a non-empty batch (N, ...) of finite real numbers."""
+    from pabench.core.io import load_array
+    from pabench.metrics.avgcase.checks import check_finite
+
+    x = load_array(path, key)
+    if x.ndim < 2:
+        raise ValueError(f"{path}: the points must be a batch (N, ...), got shape {x.shape}")
+    if len(x) == 0:
+        raise ValueError(f"{path}: holds no points, shape {x.shape}")
+    check_finite(x, str(path))
+    return x
+
+
+def _checked_model(model, x, names):
+    """The points as a tensor of the model's dtype, after one forward pass on two of them
+    (before any estimator runs): the model takes them and returns finite (N, C) logits, C >= 2;
+    with the 'linear' estimator, the model is linear."""
+    import torch
+
+    from pabench.core.modelfile import reason
+    from pabench.metrics.avgcase.checks import check_classes
+    from pabench.metrics.avgcase.estimators import linear_weights
+
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    x = torch.from_numpy(x).to(dtype)
+    probe = x[:2]
+    try:
+        with torch.no_grad():
+            out = model(probe)
+    except Exception as err:  # noqa: BLE001 - a user's model raises anything
+        shape = ", ".join(map(str, x.shape[1:]))
+        raise ValueError(f"the model does not take the points, shape (N, {shape}): "
+                         f"{reason(err)}") from None
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"the model returns a {type(out).__name__}, not a tensor of logits")
+    if out.ndim != 2 or len(out) != len(probe):
+        raise ValueError(f"the model must return logits of shape (N, C); for {len(probe)} "
+                         f"points it returns {tuple(out.shape)}")
+    check_classes(out.shape[1])
+    if not torch.isfinite(out).all():
+        raise ValueError("the model returns NaN or infinite logits on the points")
+    if "linear" in names:
+        linear_weights(model, x)
+    return x
 
 
 def cmd_avgcase(args) -> int:
@@ -55,7 +110,8 @@ def cmd_avgcase(args) -> int:
 
     import numpy as np
 
-    from pabench.core.io import load_array, write_csv
+    from pabench.core.io import write_csv
+    from pabench.core.modelfile import load_model
     from pabench.metrics.avgcase import checks
     from pabench.metrics.avgcase.estimators import estimate
     from pabench.metrics.avgcase.mvn import ABSEPS
@@ -64,10 +120,12 @@ def cmd_avgcase(args) -> int:
     sigmas = [checks.check_sigma(s) for s in args.sigma]
     for what, n in (("--n-mc", args.n_mc), ("--n-mmse", args.n_mmse)):
         checks.check_n(n, what)
-    if not Path(args.model).is_file():
-        raise FileNotFoundError(f"{args.model}: no such model file")
-    x = load_array(args.inputs, args.key).astype("float32")
-    model = _load_model(args.model).eval()
+    checks.check_temperature(args.temperature)
+    if args.out and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out}: a directory; name a CSV file")
+    x = _points(args.inputs, args.key)
+    model = load_model(args.model, args.arch, _arch_kwargs(args.arch_kwargs))
+    x = _checked_model(model, x, names)
     rows = []
     for sigma in sigmas:
         for name in names:
@@ -96,16 +154,17 @@ def cmd_avgcase(args) -> int:
 def cmd_oodrb(args) -> int:
     import logging
 
+    kwargs = _arch_kwargs(args.arch_kwargs)
+    if args.device not in (None, "auto"):
+        import torch
+
+        try:
+            torch.device(args.device)
+        except RuntimeError:
+            raise ValueError(f"--device {args.device}: not a device (cpu, cuda, cuda:N or "
+                             "auto)") from None
     from pabench.experiments.oodrb import user
 
-    kwargs = None
-    if args.arch_kwargs:
-        try:
-            kwargs = json.loads(args.arch_kwargs)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--arch-kwargs: not JSON ({err})") from None
-        if not isinstance(kwargs, dict):
-            raise ValueError("--arch-kwargs: give a JSON object, e.g. '{\"num_classes\": 10}'")
     logging.basicConfig(format="%(message)s")        # progress: pabench's own log lines only
     logging.getLogger("pabench").setLevel(logging.INFO)
     report = user.benchmark(args.model, name=args.name, configfiles=args.configfile, zoo=args.zoo,
@@ -129,8 +188,13 @@ def cmd_check_config(args) -> int:
 
 
 def cmd_wandb_runs(args) -> int:
+    from pathlib import Path
+
     from pabench.tracking import local_runs
 
+    if not Path(args.dir).is_dir():
+        what = "not a folder" if Path(args.dir).exists() else "no such folder"
+        raise FileNotFoundError(f"{args.dir}: {what}")
     for run in local_runs(args.dir):
         print(json.dumps({k: run.get(k) for k in ("name", "group", "job_type", "metrics")},
                          default=str))
@@ -154,17 +218,58 @@ def cmd_wandb_dashboard(args) -> int:
     return 0
 
 
-def cmd_corrupt(args) -> int:
+def _images(path, key):
+    """The uint8 images (N, H, W, 3) of `pabench corrupt`: the project's (N, 3, H, W) are
+    transposed, integer arrays within 0..255 taken as uint8."""
     import numpy as np
 
     from pabench.core.io import load_array
-    from pabench.datasets.corruptions import ALL_CORRUPTIONS, CORRUPTIONS
+
+    x = load_array(path, key)
+    if x.ndim != 4 or 3 not in (x.shape[1], x.shape[-1]):
+        raise ValueError(f"{path}: images must have shape (N, H, W, 3) or (N, 3, H, W), got "
+                         f"{x.shape}")
+    if x.dtype.kind == "f":
+        raise ValueError(f"{path}: images must be uint8 (0..255), got {x.dtype}; scale images "
+                         "in [0, 1] by 255 and convert them")
+    if len(x) == 0:
+        raise ValueError(f"{path}: holds no images, shape {x.shape}")
+    if x.dtype != np.uint8:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi > 255:
+            raise ValueError(f"{path}: values from {lo} to {hi} are outside the uint8 range 0..255")
+        x = x.astype(np.uint8)
+    return x.transpose(0, 2, 3, 1) if x.shape[1] == 3 and x.shape[-1] != 3 else x
+
+
+def _labels(path, n: int):
+    """One integer class index >= 0 per image."""
+    from pabench.core.io import load_array
+
+    y = load_array(path)
+    if y.shape != (n,):
+        raise ValueError(f"{path}: labels must have shape ({n},), one per image, got {y.shape}")
+    if y.dtype.kind == "f":
+        raise ValueError(f"{path}: labels must be integers (class indices), got {y.dtype}")
+    if n and y.min() < 0:
+        raise ValueError(f"{path}: labels must be class indices >= 0, got {y.min()}")
+    return y.astype("int64")
+
+
+def cmd_corrupt(args) -> int:
+    from pathlib import Path
+
+    import numpy as np
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"{args.out}: not a folder (a file is there)")
+    images = _images(args.images, args.key)
+    labels = _labels(args.labels, len(images)) if args.labels else np.zeros(len(images), np.int64)
+    from pabench.datasets.corruptions import ALL_CORRUPTIONS, CORRUPTIONS  # (PyTorch)
     from pabench.datasets.corruptions.write import write_cifar_c
 
-    images = load_array(args.images, args.key)
-    labels = load_array(args.labels) if args.labels else np.zeros(len(images), np.int64)
-    if images.ndim == 4 and images.shape[1] == 3 and images.shape[-1] != 3:
-        images = images.transpose(0, 2, 3, 1)          # the project's (N, 3, H, W) -> CIFAR-C's
     names = CORRUPTIONS if args.corruptions == "benchmark" else (
         ALL_CORRUPTIONS if args.corruptions == "all" else args.corruptions.split(","))
     paths = write_cifar_c(images, labels, args.out, names, seed=args.seed, workers=args.workers)
@@ -191,7 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ac = sub.add_parser("avgcase", help="average-case robustness p_robust of a model's points "
                         "under Gaussian noise (mean per sigma and estimator; --out: per point)")
-    ac.add_argument("model", help="TorchScript file, or a pickled nn.Module (torch.save(model))")
+    ac.add_argument("model", help="a torch.export archive (.pt2), TorchScript, a pabench zoo "
+                    "checkpoint, or a state_dict with --arch (a pickled nn.Module is refused: "
+                    "loading it would run the file's code)")
+    ac.add_argument("--arch", help="the architecture of a state_dict: package.module:Class, or a "
+                    "pabench architecture")
+    ac.add_argument("--arch-kwargs", help="JSON keyword arguments of the architecture")
     ac.add_argument("inputs", help="points in the model's input space (.npy, .npz, .pt), (N, ...)")
     ac.add_argument("--sigma", type=float, nargs="+", required=True, help="noise std (> 0)")
     ac.add_argument("--estimators", default="mc,taylor,mmse",
@@ -229,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("corrupt", help="write CIFAR-10-C style corruptions of uint8 images in "
                         "the published layout (<corruption>.npy with severities 1-5, labels.npy)")
-    co.add_argument("images", help="uint8 images (N, H, W, 3) or (N, 3, H, W): .npy, .npz or .pt")
+    co.add_argument("images", help="uint8 images (N, H, W, 3) or (N, 3, H, W), or integers within "
+                    "0..255: .npy, .npz or .pt")
     co.add_argument("out", help="output folder")
     co.add_argument("--labels", help="labels (N,) (.npy, .npz, .pt); default zeros")
     co.add_argument("--key", help="array name of the images inside .npz / .pt files")
@@ -266,7 +377,9 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError, OSError) as err:
-        print(f"pabench: error: {err}", file=sys.stderr)
+        # one line: a configuration error lists its keys on lines of their own
+        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        print(f"pabench: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -361,14 +361,21 @@ def test_writer_refuses_bad_input_and_leaves_nothing_half_written(cifar, tmp_pat
     import pabench.datasets.corruptions.write as write
 
     def broken(images, name, severity, seed, start):
-        if severity == 4:
+        if name == "contrast" and severity == 4:
             raise RuntimeError("killed")
         return corrupt(images, name, severity, seed, start=start)
 
     monkeypatch.setattr(write, "corrupt", broken)
+    with pytest.raises(RuntimeError, match="killed"):   # fog complete, contrast not: neither
+        write_cifar_c(cifar, np.zeros(20), tmp_path / "c", ["fog", "contrast"], workers=1,
+                      progress=False)
+    assert not (tmp_path / "c").exists()         # nothing published, the folder it made removed
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "mine.txt").write_text("kept")
     with pytest.raises(RuntimeError, match="killed"):
-        write_cifar_c(cifar, np.zeros(20), tmp_path / "c", ["contrast"], workers=1, progress=False)
-    assert [p.name for p in (tmp_path / "c").iterdir()] == ["labels.npy"]
+        write_cifar_c(cifar, np.zeros(20), tmp_path / "d", ["fog", "contrast"], workers=1,
+                      progress=False)
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["mine.txt"]
 
 
 def test_cli_writes_the_layout_and_names_a_bad_corruption(cifar, tmp_path, capsys):

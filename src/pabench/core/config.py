@@ -55,6 +55,8 @@ def load(paths) -> dict:
                 data = yaml.safe_load(fh) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"{path}: not valid YAML ({err})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a text file") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping, found {type(data).__name__}")
         config = merge(config, data)

@@ -62,15 +62,28 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def reason(err: BaseException) -> str:
+    """The line of a model's error that says what went wrong (TorchScript puts it last)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return lines[-1] if "TorchScript" in lines[0] else lines[0]
+
+
 def _torch_load(path: Path, allow_pickle: bool):
     import torch
 
+    from pabench.core.io import PICKLE_MAGIC, ZIP_MAGIC, file_head
+
+    if not file_head(path).startswith((ZIP_MAGIC, PICKLE_MAGIC)):
+        raise ValueError(f"{path}: not a model file (neither a zip archive nor a pickle); "
+                         f"save {FORMS}")
     try:
         with warnings.catch_warnings():  # (a note on the pickle protocol of plain pickles)
             warnings.simplefilter("ignore", UserWarning)
             return torch.load(path, map_location="cpu", weights_only=not allow_pickle)
     except pickle.UnpicklingError as err:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
         what = (f"it pickles {found.group(1)}, whose loading would run code" if found
                 else "one that torch.load(weights_only=True) refuses")
         raise ValueError(f"{path}: a pickle that is not a model file ({what}); save {FORMS}") from None
@@ -123,9 +136,9 @@ def load_model(path, arch: str | None = None, arch_kwargs: dict | None = None, d
     the file holds its weights (torch.load with weights_only=True)."""
     import torch
 
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
+    from pabench.core.io import check_file
+
+    path = check_file(path, "model file")
     kind = file_kind(path)
     if arch is not None:
         if kind in ("export", "torchscript"):

@@ -57,10 +57,12 @@ def as_scores(x, name: str) -> torch.Tensor:
     their device and dtype; integers become float64).  Work in float64 happens downstream."""
     if isinstance(x, torch.Tensor):
         x = x.detach()
+        if x.is_complex() or x.dtype == torch.bool:
+            raise ValueError(f"{name}: cannot be read as real scores (dtype {x.dtype})")
     else:
         try:
             arr = np.asarray(x)
-            if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
+            if arr.dtype.kind not in "iuf":  # complex scores would lose their imaginary part
                 raise TypeError(f"dtype {arr.dtype}")
             if arr.flags.writeable:
                 x = torch.as_tensor(arr)
@@ -97,14 +99,16 @@ def validate_scores(a, b, inputs: str = "logits") -> tuple[torch.Tensor, torch.T
     if inputs not in INPUTS:
         raise ValueError(f"inputs must be one of {INPUTS}, got {inputs!r}")
     a, b = as_scores(a, "scores_a"), as_scores(b, "scores_b")
+    for x, name in ((a, "scores_a"), (b, "scores_b")):  # each on its own, then the pair
+        if x.dim() not in (2, 3):
+            raise ValueError(f"{name}: scores must have shape (N, K) or (P, N, K), got "
+                             f"{tuple(x.shape)}")
+        if x.numel() == 0:
+            raise ValueError(f"{name}: empty input, shape {tuple(x.shape)}")
+        if x.shape[-1] < 2:
+            raise ValueError(f"{name}: need K >= 2 classes, got K = {x.shape[-1]}")
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: scores_a {tuple(a.shape)} vs scores_b {tuple(b.shape)}")
-    if a.dim() not in (2, 3):
-        raise ValueError(f"scores must have shape (N, K) or (P, N, K), got {tuple(a.shape)}")
-    if a.numel() == 0:
-        raise ValueError(f"empty input: shape {tuple(a.shape)}")
-    if a.shape[-1] < 2:
-        raise ValueError(f"need K >= 2 classes, got K = {a.shape[-1]}")
     out = []
     for x, name in ((a, "scores_a"), (b, "scores_b")):
         if inputs == "logits":

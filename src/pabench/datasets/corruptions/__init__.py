@@ -27,6 +27,25 @@ def check_corruption(name: str) -> str:
     return name
 
 
+# Image sizes a corruption cannot take: its JPEG blocks, its zoom (square), its filters' reach.
+MULTIPLE_OF = {"jpeg_compression": 16}
+SQUARE = ("zoom_blur",)
+MIN_SIDE = {"glass_blur": 2, "pixelate": 2, "elastic_transform": 3}
+
+
+def check_size(name: str, height: int, width: int) -> None:
+    """Raise if corruption `name` cannot take images of height x width."""
+    size = f"{height}x{width}"
+    step = MULTIPLE_OF.get(name)
+    if step and (height % step or width % step):
+        raise ValueError(f"{name} needs H and W multiples of {step}, got {size} images")
+    if name in SQUARE and height != width:
+        raise ValueError(f"{name} needs square images, got {size}")
+    side = MIN_SIDE.get(name, 1)
+    if min(height, width) < side:
+        raise ValueError(f"{name} needs images of at least {side}x{side} pixels, got {size}")
+
+
 def check_severity(severity) -> int:
     if isinstance(severity, bool) or severity not in SEVERITIES:
         raise ValueError(f"severity must be one of {SEVERITIES}, got {severity!r}")
@@ -36,4 +55,4 @@ def check_severity(severity) -> int:
 from pabench.datasets.corruptions.apply import corrupt  # noqa: E402  (needs the names above)
 
 __all__ = ["ALL_CORRUPTIONS", "CORRUPTIONS", "EXTRA_CORRUPTIONS", "SEVERITIES", "check_corruption",
-           "check_severity", "corrupt"]
+           "check_severity", "check_size", "corrupt"]

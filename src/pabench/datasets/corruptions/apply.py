@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from pabench.datasets.corruptions import blur, digital, native, noise, weather
-from pabench.datasets.corruptions import check_corruption, check_severity
+from pabench.datasets.corruptions import check_corruption, check_severity, check_size
 from pabench.datasets.corruptions.rng import Streams
 
 FUNCTIONS = {
@@ -34,8 +34,7 @@ def corrupt(images, name: str, severity: int, seed: int = 0, start: int = 0,
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] != 3:
         raise ValueError(f"images must be uint8 (N, H, W, 3), got {images.dtype} {images.shape}")
-    if name == "jpeg_compression" and (images.shape[1] % 16 or images.shape[2] % 16):
-        raise ValueError(f"jpeg_compression needs H and W multiples of 16, got {images.shape[1:3]}")
+    check_size(name, *images.shape[1:3])
     n = len(images)
     index = np.arange(start, start + n) if index is None else np.asarray(index)
     if index.shape != (n,) or (index < 0).any():

@@ -1,7 +1,9 @@
 """Write the published CIFAR-10-C layout: `<corruption>.npy` (5 N, H, W, 3) uint8 with the
 severities 1..5 stacked in blocks of N, and `labels.npy` (the N labels repeated 5 times), so that
 the published files can be dropped in place of ours.  Work is split into (corruption, severity,
-chunk) tasks over a process pool; every file is written atomically."""
+chunk) tasks over a process pool.  Every input is checked before any work; the files are written
+under temporary names and renamed into place together once all are complete, so a failure leaves
+none of them (nor the folder, if it made it)."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -12,7 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pabench.core.io import atomic_path
-from pabench.datasets.corruptions import SEVERITIES, check_corruption
+from pabench.datasets.corruptions import SEVERITIES, check_corruption, check_size
 from pabench.datasets.corruptions.apply import corrupt
 
 _IMAGES: np.ndarray | None = None     # the source images; forked workers inherit them
@@ -41,23 +43,31 @@ def write_cifar_c(images, labels, folder, corruptions, seed: int = 0, workers: i
     if labels.shape != (len(images),):
         raise ValueError(f"labels must have shape ({len(images)},), got {labels.shape}")
     corruptions = [check_corruption(c) for c in corruptions]
+    for i, c in enumerate(corruptions):
+        if c in corruptions[:i]:
+            raise ValueError(f"corruption {c!r} is named twice")
+        check_size(c, *images.shape[1:3])
     folder = Path(folder)
+    made_folder = not folder.exists()
     n, k = len(images), len(SEVERITIES)
     tasks = [(c, s, lo, min(lo + chunk, n), seed) for c in corruptions for s in SEVERITIES
              for lo in range(0, n, chunk)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
-    with atomic_path(folder / "labels.npy") as tmp, open(tmp, "wb") as fh:
-        np.save(fh, np.tile(labels.astype(np.int64), k))
-    written = [folder / "labels.npy"]
-    left = {c: k * len(range(0, n, chunk)) for c in corruptions}
-    files, arrays = {}, {}
+    names = ["labels", *corruptions]
+    files, tmp, arrays = {}, {}, {}     # files: the open atomic writes, published at the end
     _IMAGES = images
-    pool = mp.get_context("fork").Pool(workers, initializer=_one_thread) if workers > 1 else None
+    pool = None
     try:
+        for c in names:
+            ctx = atomic_path(folder / f"{c}.npy")
+            tmp[c] = ctx.__enter__()
+            files[c] = ctx
+        with open(tmp["labels"], "wb") as fh:
+            np.save(fh, np.tile(labels.astype(np.int64), k))
         for c in corruptions:
-            files[c] = atomic_path(folder / f"{c}.npy")
-            arrays[c] = np.lib.format.open_memmap(files[c].__enter__(), mode="w+", dtype=np.uint8,
+            arrays[c] = np.lib.format.open_memmap(tmp[c], mode="w+", dtype=np.uint8,
                                                   shape=(k * n, *images.shape[1:]))
+        pool = mp.get_context("fork").Pool(workers, initializer=_one_thread) if workers > 1 else None
         results = pool.imap_unordered(_task, tasks) if pool else map(_task, tasks)
         with tqdm(total=len(corruptions) * k * n, unit="img", desc="corruptions",
                   disable=not progress) as bar:
@@ -65,18 +75,20 @@ def write_cifar_c(images, labels, folder, corruptions, seed: int = 0, workers: i
                 block = (severity - 1) * n + start
                 arrays[name][block:block + len(out)] = out
                 bar.update(len(out))
-                left[name] -= 1
-                if left[name] == 0:                      # complete: flush and publish it
-                    arrays.pop(name).flush()
-                    files.pop(name).__exit__(None, None, None)
-                    written.append(folder / f"{name}.npy")
+        for c in corruptions:
+            arrays.pop(c).flush()
+        for c in names:
+            files.pop(c).__exit__(None, None, None)
     except BaseException as err:
-        for ctx in files.values():                      # removes the half-written temporaries
+        arrays.clear()
+        for ctx in files.values():                      # removes the temporaries
             ctx.__exit__(type(err), err, err.__traceback__)
+        if made_folder and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
         raise
     finally:
         _IMAGES = None
         if pool is not None:
             pool.terminate()
             pool.join()
-    return written
+    return [folder / f"{c}.npy" for c in names]

@@ -82,7 +82,12 @@ def check_name(name: str) -> str:
 
 def read_zoo(path) -> pd.DataFrame:
     """The zoo's stacked shifts table (degenerate models left out, as in every fit)."""
-    return A.read_shifts({"shifts": path})
+    try:
+        return A.read_shifts({"shifts": path})
+    except ValueError as err:  # (the table checks name the table, not the file)
+        if str(path) in str(err):
+            raise
+        raise ValueError(f"{path}: {err}") from None
 
 
 def _image_batch(images_u8: np.ndarray, device):
