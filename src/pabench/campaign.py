@@ -114,9 +114,12 @@ def compare(reference: dict, other: dict) -> dict:
             "differ": sorted(k for k in set(reference) & set(other) if reference[k] != other[k])}
 
 
-def _jobs_done(workdir: Path) -> int:
-    """Finished jobs so far: Snakemake writes a job's benchmark file when it ends."""
-    return sum(1 for _ in (workdir / "data/benchmarks").glob("*/*.tsv"))
+FINISHED = "data/benchmarks/*/*.tsv"  # Snakemake writes a job's benchmark file when it ends
+STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (pabench.workflow.job)
+
+
+def _count(workdir: Path, pattern: str = FINISHED) -> int:
+    return sum(1 for _ in workdir.glob(pattern))
 
 
 def _jobs(workdir: Path, sub: str, suffix: str) -> set[str]:
@@ -125,8 +128,8 @@ def _jobs(workdir: Path, sub: str, suffix: str) -> set[str]:
 
 
 def running(workdir: Path) -> list[str]:
-    """Jobs started and not finished ("<rule>/<name>"): a job opens its log when it starts
-    (pabench.workflow.job), Snakemake writes its benchmark file when it ends."""
+    """Jobs started and not finished ("<rule>/<name>"): with a log (STARTED), no benchmark
+    file (FINISHED)."""
     return sorted(_jobs(workdir, "data/logs", ".log") - _jobs(workdir, "data/benchmarks", ".tsv"))
 
 
@@ -135,24 +138,20 @@ def _files(workdir: Path) -> list[str]:
                   for p in (workdir / sub).rglob("*") if p.is_file())
 
 
-def _reached(workdir: Path, after_jobs: int | None, after: str | None) -> bool:
-    return ((after_jobs is None or _jobs_done(workdir) >= after_jobs)
-            and (after is None or next(workdir.glob(after), None) is not None))
-
-
 def kill_trial(repo: Path, workdir: Path, targets, kill_after: float | None = None,
-               after_jobs: int | None = None, after: str | None = None, cores: int = 2,
+               after_jobs: int | None = None, after: str = FINISHED, cores: int = 2,
                config: tuple = TEST) -> dict:
     """Start the workflow and SIGKILL its whole process tree after kill_after seconds (or
-    kill_after seconds after `after_jobs` jobs finished and a file matching the glob `after`,
-    relative to workdir, exists), then unlock and rerun to the end. `at_kill`: every file under
-    figures/ and data/ at the kill; `running_at_kill`: the jobs it interrupted."""
+    kill_after seconds after `after_jobs` files match the glob `after`, relative to workdir:
+    by default jobs finished; STARTED.format(rule=...): jobs of a rule started), then unlock and
+    rerun to the end. `at_kill`: every file under figures/ and data/ at the kill;
+    `running_at_kill`: the jobs it interrupted."""
     prepare(repo, workdir)
     args = ["--cores", str(cores), *targets, *config]
     proc = subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     t0 = time.monotonic()
-    while proc.poll() is None and not _reached(workdir, after_jobs, after):
+    while proc.poll() is None and after_jobs is not None and _count(workdir, after) < after_jobs:
         time.sleep(0.1)
     try:
         proc.wait(timeout=kill_after or 0)
@@ -162,7 +161,7 @@ def kill_trial(repo: Path, workdir: Path, targets, kill_after: float | None = No
         killed = True
     at_kill, interrupted = _files(workdir), running(workdir)
     proc.wait()
-    killed_at, done_before = time.monotonic() - t0, _jobs_done(workdir)
+    killed_at, done_before = time.monotonic() - t0, _count(workdir)
     unlock = run(workdir, "--unlock", *config)
     t1 = time.monotonic()
     rerun = run(workdir, *args, "--rerun-incomplete")

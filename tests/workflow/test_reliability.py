@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import REPO, TEST, run_snakemake
-from pabench.campaign import compare, kill_trial, snapshot
+from pabench.campaign import FINISHED, STARTED, compare, kill_trial, snapshot
 
 pytestmark = pytest.mark.workflow
 # The kill trials run parts of the workflow that have every kind of rule (data, training,
@@ -21,13 +21,13 @@ TRIALS = {
                             expect=["figures/pa/fig07.csv", "data/results/dg/pa.csv"]),
     # Average case, Figure 2a (data, a model's training, the per-sigma estimates, the figure):
     # killed 0.5 s after the training started, while it trains.
-    "avgcase-in-training": dict(targets=["figures/avgcase/fig2a.pdf"],
-                                after="data/logs/avg_train/*.log", kill_after=0.5),
+    "avgcase-in-training": dict(targets=["figures/avgcase/fig2a.pdf"], kill_after=0.5,
+                                after=STARTED.format(rule="avg_train"), after_jobs=1),
     # OODRobustBench, the fits table (the zoo's trainings, the corrupted and natural shift sets,
-    # each model's shift evaluation, the fits): killed 1.5 s after the first zoo model was
-    # trained, while the others train and its shifts are evaluated.
-    "oodrb-after-first-model": dict(targets=["figures/oodrb/fits.csv"],
-                                    after="data/benchmarks/oodrb_train/*.tsv", kill_after=1.5),
+    # each model's shift evaluation, the fits): killed 0.5 s after the second zoo model's
+    # training started, while it trains (and the first model's shifts are evaluated).
+    "oodrb-in-training": dict(targets=["figures/oodrb/fits.csv"], kill_after=0.5,
+                              after=STARTED.format(rule="oodrb_train"), after_jobs=2),
 }
 
 
@@ -38,7 +38,7 @@ def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, case):
     root, _ = ran
     targets = case["targets"]
     trial = kill_trial(REPO, tmp_path / "trial", targets, kill_after=case["kill_after"],
-                       after_jobs=case.get("after_jobs"), after=case.get("after"))
+                       after_jobs=case["after_jobs"], after=case.get("after", FINISHED))
     assert trial["killed"], "the run ended before the kill"
     unfinished = [t for t in targets if t not in trial["at_kill"]]
     assert unfinished, f"the kill came after the targets were built ({trial['running_at_kill']})"
