@@ -7,12 +7,13 @@
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
 the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
 compares every output with the reference run: byte for byte where the bytes are the content (see
-`digest` for the three formats compared by content).  W&B runs, logs, benchmark files and the
+`digest` for the formats compared by content, and what measures the run itself).  W&B runs, logs, benchmark files and the
 timing summary are left out (`NOT_COMPARED`).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import json
 import os
@@ -73,12 +74,34 @@ def _feed(h, obj) -> None:
         h.update(repr(obj).encode())
 
 
+# Formats written from the same table as the CSV beside them, in the same job
+# (pabench.reporting.tables.write_table, the claims check).
+RENDERINGS = (".md", ".html", ".tex")
+
+
+def _untimed(path: Path):
+    """A CSV without what measures the run (its timing columns, pabench.tolerances.is_timing;
+    a timed claim's measured text), as text; None when it holds none of that."""
+    import pandas as pd
+
+    with path.open(newline="") as f:
+        header = next(csv.reader(f), [])
+    claims = {"timed", "measured"} <= set(header)
+    if not (claims or any(is_timing(c) for c in header)):
+        return None
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if claims:
+        frame.loc[frame["timed"].str.lower() == "true", "measured"] = ""
+    return frame.drop(columns=[c for c in frame if is_timing(c)]).to_csv()
+
+
 def digest(path: Path) -> str:
     """Content digest: the bytes, except where the bytes carry more than the content: .npz
     archives (zip entries carry a write time) by array; PyTorch checkpoints (a random
-    serialization id and the temporary file's name in the archive) by tensor; CSVs without their
-    timing columns (pabench.tolerances.is_timing)."""
+    serialization id and the temporary file's name in the archive) by tensor; CSVs without what
+    measures the run (`_untimed`), and their renderings beside them (RENDERINGS) as that CSV."""
     h = hashlib.sha256()
+    csv_beside = path.with_suffix(".csv")
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             for name in sorted(data.files):
@@ -88,10 +111,10 @@ def digest(path: Path) -> str:
     elif path.suffix == ".pt":
         import torch
         _feed(h, torch.load(path, map_location="cpu", weights_only=True))
-    elif path.suffix == ".csv" and any(is_timing(c) for c in path.open().readline().split(",")):
-        import pandas as pd
-        frame = pd.read_csv(path)
-        h.update(frame.drop(columns=[c for c in frame if is_timing(c)]).to_csv().encode())
+    elif path.suffix == ".csv" and (text := _untimed(path)) is not None:
+        h.update(text.encode())
+    elif path.suffix in RENDERINGS and csv_beside.is_file() and (text := _untimed(csv_beside)) is not None:
+        h.update(f"{path.suffix} of ".encode() + text.encode())
     else:
         h.update(path.read_bytes())
     return h.hexdigest()
