@@ -2,16 +2,18 @@
 `--rerun-incomplete` must end with exactly the outputs of an uninterrupted run.
 
     python -m pabench.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
+    python -m pabench.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
 
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
 the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
 compares every output with the reference run: byte for byte where the bytes are the content (see
-`digest` for the three formats compared by content).  W&B runs, logs, benchmark files and the
+`digest` for the formats compared by content, and what measures the run itself).  W&B runs, logs, benchmark files and the
 timing summary are left out (`NOT_COMPARED`).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import json
 import os
@@ -72,12 +74,34 @@ def _feed(h, obj) -> None:
         h.update(repr(obj).encode())
 
 
+# Formats written from the same table as the CSV beside them, in the same job
+# (pabench.reporting.tables.write_table, the claims check).
+RENDERINGS = (".md", ".html", ".tex")
+
+
+def _untimed(path: Path):
+    """A CSV without what measures the run (its timing columns, pabench.tolerances.is_timing;
+    a timed claim's measured text), as text; None when it holds none of that."""
+    import pandas as pd
+
+    with path.open(newline="") as f:
+        header = next(csv.reader(f), [])
+    claims = {"timed", "measured"} <= set(header)
+    if not (claims or any(is_timing(c) for c in header)):
+        return None
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if claims:
+        frame.loc[frame["timed"].str.lower() == "true", "measured"] = ""
+    return frame.drop(columns=[c for c in frame if is_timing(c)]).to_csv()
+
+
 def digest(path: Path) -> str:
     """Content digest: the bytes, except where the bytes carry more than the content: .npz
     archives (zip entries carry a write time) by array; PyTorch checkpoints (a random
-    serialization id and the temporary file's name in the archive) by tensor; CSVs without their
-    timing columns (pabench.tolerances.is_timing)."""
+    serialization id and the temporary file's name in the archive) by tensor; CSVs without what
+    measures the run (`_untimed`), and their renderings beside them (RENDERINGS) as that CSV."""
     h = hashlib.sha256()
+    csv_beside = path.with_suffix(".csv")
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             for name in sorted(data.files):
@@ -87,10 +111,10 @@ def digest(path: Path) -> str:
     elif path.suffix == ".pt":
         import torch
         _feed(h, torch.load(path, map_location="cpu", weights_only=True))
-    elif path.suffix == ".csv" and any(is_timing(c) for c in path.open().readline().split(",")):
-        import pandas as pd
-        frame = pd.read_csv(path)
-        h.update(frame.drop(columns=[c for c in frame if is_timing(c)]).to_csv().encode())
+    elif path.suffix == ".csv" and (text := _untimed(path)) is not None:
+        h.update(text.encode())
+    elif path.suffix in RENDERINGS and csv_beside.is_file() and (text := _untimed(csv_beside)) is not None:
+        h.update(f"{path.suffix} of ".encode() + text.encode())
     else:
         h.update(path.read_bytes())
     return h.hexdigest()
@@ -113,34 +137,59 @@ def compare(reference: dict, other: dict) -> dict:
             "differ": sorted(k for k in set(reference) & set(other) if reference[k] != other[k])}
 
 
-def _jobs_done(workdir: Path) -> int:
-    """Finished jobs so far: Snakemake writes a job's benchmark file when it ends."""
-    return sum(1 for _ in (workdir / "data/benchmarks").glob("*/*.tsv"))
+FINISHED = "data/benchmarks/*/*.tsv"  # Snakemake writes a job's benchmark file when it ends
+STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (pabench.workflow.job)
+
+
+def _count(workdir: Path, pattern: str = FINISHED) -> int:
+    return sum(1 for _ in workdir.glob(pattern))
+
+
+def _jobs(workdir: Path, sub: str, suffix: str) -> set[str]:
+    return {p.relative_to(workdir / sub).with_suffix("").as_posix()
+            for p in (workdir / sub).glob(f"*/*{suffix}")}
+
+
+def running(workdir: Path) -> list[str]:
+    """Jobs started and not finished ("<rule>/<name>"): with a log (STARTED), no benchmark
+    file (FINISHED)."""
+    return sorted(_jobs(workdir, "data/logs", ".log") - _jobs(workdir, "data/benchmarks", ".tsv"))
+
+
+def _files(workdir: Path) -> list[str]:
+    return sorted(p.relative_to(workdir).as_posix() for sub in ("figures", "data")
+                  for p in (workdir / sub).rglob("*") if p.is_file())
 
 
 def kill_trial(repo: Path, workdir: Path, targets, kill_after: float | None = None,
-               after_jobs: int | None = None, cores: int = 2) -> dict:
+               after_jobs: int | None = None, after: str = FINISHED, cores: int = 2,
+               config: tuple = TEST) -> dict:
     """Start the workflow and SIGKILL its whole process tree after kill_after seconds (or
-    kill_after seconds after `after_jobs` jobs finished), then unlock and rerun to the end."""
+    kill_after seconds after `after_jobs` files match the glob `after`, relative to workdir:
+    by default jobs finished; STARTED.format(rule=...): jobs of a rule started), then unlock and
+    rerun to the end. `at_kill`: every file under figures/ and data/ at the kill;
+    `running_at_kill`: the jobs it interrupted."""
     prepare(repo, workdir)
-    args = ["--cores", str(cores), *targets, *TEST]
+    args = ["--cores", str(cores), *targets, *config]
     proc = subprocess.Popen(snakemake_cmd(*args), cwd=workdir, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     t0 = time.monotonic()
-    while after_jobs is not None and proc.poll() is None and _jobs_done(workdir) < after_jobs:
+    while proc.poll() is None and after_jobs is not None and _count(workdir, after) < after_jobs:
         time.sleep(0.1)
     try:
         proc.wait(timeout=kill_after or 0)
         killed = False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and every job it started
-        proc.wait()
         killed = True
-    killed_at, done_before = time.monotonic() - t0, _jobs_done(workdir)
-    unlock = run(workdir, "--unlock", *TEST)
+    at_kill, interrupted = _files(workdir), running(workdir)
+    proc.wait()
+    killed_at, done_before = time.monotonic() - t0, _count(workdir)
+    unlock = run(workdir, "--unlock", *config)
     t1 = time.monotonic()
     rerun = run(workdir, *args, "--rerun-incomplete")
     return {"killed": killed, "killed_at_s": round(killed_at, 1), "jobs_done_before_kill": done_before,
+            "running_at_kill": interrupted if killed else [], "at_kill": at_kill,
             "unlock_rc": unlock.returncode, "rerun_rc": rerun.returncode,
             "rerun_s": round(time.monotonic() - t1, 1),
             "rerun_tail": (rerun.stdout + rerun.stderr)[-2000:] if rerun.returncode else ""}
@@ -153,17 +202,23 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill times")
     parser.add_argument("--targets", nargs="*", default=[], help="default: the whole workflow")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/pabench-campaign"))
+    parser.add_argument("--configfile", nargs="*", default=[], metavar="OVERLAY",
+                        help="configuration overlays on top of the test scale, e.g. "
+                             "workflow/config/arxiv-v1.yaml")
+    parser.add_argument("--no-second-run", action="store_true",
+                        help="skip the second clean run (the determinism check)")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the summary here")
     args = parser.parse_args(argv)
     repo = Path(__file__).resolve().parents[2]
     rng = random.Random(args.seed)
-    summary: dict = {"targets": args.targets or ["(all)"], "trials": []}
+    config = (*TEST, *args.configfile)
+    summary: dict = {"targets": args.targets or ["(all)"], "config": config[1:], "trials": []}
 
     def clean_run(name):
         work = prepare(repo, args.workdir / name)
         t0 = time.monotonic()
-        proc = run(work, "--cores", str(args.cores), *args.targets, *TEST)
+        proc = run(work, "--cores", str(args.cores), *args.targets, *config)
         if proc.returncode:
             sys.exit(f"{name} run failed:\n{proc.stderr[-3000:]}")
         return work, time.monotonic() - t0
@@ -172,25 +227,26 @@ def main(argv=None) -> int:
     reference = snapshot(ref_dir)
     summary.update(reference_s=round(ref_s, 1), outputs=len(reference))
     print(f"reference run: {ref_s:.0f} s, {len(reference)} outputs", flush=True)
-    second_dir, _ = clean_run("second")
-    summary["second_clean_run"] = compare(reference, snapshot(second_dir))
-    print(f"second clean run: {summary['second_clean_run']}", flush=True)
+    if not args.no_second_run:
+        second_dir, _ = clean_run("second")
+        summary["second_clean_run"] = compare(reference, snapshot(second_dir))
+        print(f"second clean run: {summary['second_clean_run']}", flush=True)
     for k in range(args.trials):
         work = args.workdir / f"trial{k}"
         trial = kill_trial(repo, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
-                           cores=args.cores)
-        trial.update(compare(reference, snapshot(work)))
+                           cores=args.cores, config=config)
+        trial.update(compare(reference, snapshot(work)), files_at_kill=len(trial.pop("at_kill")))
         summary["trials"].append(trial)
         ok = trial["rerun_rc"] == 0 and not (trial["missing"] or trial["extra"] or trial["differ"])
-        when = (f"killed at {trial['killed_at_s']} s after {trial['jobs_done_before_kill']} jobs"
-                if trial["killed"] else "finished before the kill")
+        when = (f"killed at {trial['killed_at_s']} s after {trial['jobs_done_before_kill']} jobs, "
+                f"{len(trial['running_at_kill'])} running" if trial["killed"] else "finished before the kill")
         print(f"trial {k}: {when}, rerun {trial['rerun_s']} s, "
               f"{'identical' if ok else 'DIFFERENT: ' + json.dumps(trial)}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2) + "\n")
     bad = [t for t in summary["trials"] if t["rerun_rc"] or t["missing"] or t["extra"] or t["differ"]]
-    second = summary["second_clean_run"]
+    second = summary.get("second_clean_run", {})
     return 1 if bad or any(second.values()) else 0
 
 

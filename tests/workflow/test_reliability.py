@@ -3,26 +3,49 @@
 import pytest
 
 from conftest import REPO, TEST, run_snakemake
-from pabench.campaign import compare, kill_trial, snapshot
+from pabench.campaign import FINISHED, STARTED, compare, kill_trial, snapshot
 
 pytestmark = pytest.mark.workflow
-# The kill trials run a part of the workflow that has every kind of rule (data, training,
-# attacks, scoring, tables, figures) to keep the suite short; the campaign
-# (python -m pabench.campaign) kills whole runs.
-TRIAL_TARGETS = ["figures/pa/fig01.pdf", "figures/pa/fig03.pdf", "figures/pa/fig07.pdf"]
+# The kill trials run parts of the workflow that have every kind of rule (data, training,
+# attacks, estimates, shift evaluations, scoring, fits, tables, figures) to keep the suite short;
+# the campaign (python -m pabench.campaign) kills whole runs.  Each trial's outputs are compared
+# with the same files of the session's uninterrupted run (`ran`).
+PA_TARGETS = ["figures/pa/fig01.pdf", "figures/pa/fig03.pdf", "figures/pa/fig07.pdf"]
+TRIALS = {
+    # The PA paper's Figures 1, 3 and 7 (data, MNIST pools, DiagViB-6 rendering, ERM/IRM/LISA
+    # training, scores, PA, the adversarial zoo, an attack): killed 1.5 s after the 2nd and the
+    # 9th job finished.
+    "pa-after-2-jobs": dict(targets=PA_TARGETS, after_jobs=2, kill_after=1.5,
+                            expect=["figures/pa/fig07.csv", "data/results/dg/pa.csv"]),
+    "pa-after-9-jobs": dict(targets=PA_TARGETS, after_jobs=9, kill_after=1.5,
+                            expect=["figures/pa/fig07.csv", "data/results/dg/pa.csv"]),
+    # Average case, Figure 2a (data, a model's training, the per-sigma estimates, the figure):
+    # killed 0.5 s after the training started, while it trains.
+    "avgcase-in-training": dict(targets=["figures/avgcase/fig2a.pdf"], kill_after=0.5,
+                                after=STARTED.format(rule="avg_train"), after_jobs=1),
+    # OODRobustBench, the fits table (the zoo's trainings, the corrupted and natural shift sets,
+    # each model's shift evaluation, the fits): killed 0.5 s after the second zoo model's
+    # training started, while it trains (and the first model's shifts are evaluated).
+    "oodrb-in-training": dict(targets=["figures/oodrb/fits.csv"], kill_after=0.5,
+                              after=STARTED.format(rule="oodrb_train"), after_jobs=2),
+}
 
 
-@pytest.mark.parametrize("after_jobs", [2, 9])
-def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, after_jobs):
-    """SIGKILL the Snakemake process tree once `after_jobs` jobs have finished (mid-run), rerun
-    with --rerun-incomplete: every output equals the uninterrupted run's."""
+@pytest.mark.parametrize("case", TRIALS.values(), ids=TRIALS.keys())
+def test_a_killed_run_finishes_with_identical_outputs(ran, tmp_path, case):
+    """SIGKILL the Snakemake process tree mid-run (the case's moment), rerun with
+    --rerun-incomplete: every output equals the uninterrupted run's."""
     root, _ = ran
-    trial = kill_trial(REPO, tmp_path / "trial", TRIAL_TARGETS, kill_after=1.5, after_jobs=after_jobs)
+    targets = case["targets"]
+    trial = kill_trial(REPO, tmp_path / "trial", targets, kill_after=case["kill_after"],
+                       after_jobs=case["after_jobs"], after=case.get("after", FINISHED))
     assert trial["killed"], "the run ended before the kill"
+    unfinished = [t for t in targets if t not in trial["at_kill"]]
+    assert unfinished, f"the kill came after the targets were built ({trial['running_at_kill']})"
     assert trial["unlock_rc"] == 0, "snakemake --unlock failed"
     assert trial["rerun_rc"] == 0, trial["rerun_tail"]
     outputs = snapshot(tmp_path / "trial")
-    assert {"figures/pa/fig03.pdf", "figures/pa/fig07.csv", "data/results/dg/pa.csv"} <= set(outputs)
+    assert {*targets, *case.get("expect", [])} <= set(outputs)
     diff = compare(snapshot(root), outputs)
     assert diff["extra"] == [] and diff["differ"] == [], diff
     assert not list((tmp_path / "trial").rglob("*.partial")), "a resumable attack part was left behind"
