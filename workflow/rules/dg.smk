@@ -138,8 +138,7 @@ rule train_ms:
         val=paths.diagvib_split("model_selection", config["dg"]["model_selection"]["validation"]),
         also=[paths.diagvib_split("model_selection", v) for v in dg.ms_also_validate(config)],
     output:
-        **dg.train_outputs(config, setting="{setting}"),
-        **dg.ms_checkpoints(config),
+        **{**dg.train_outputs(config, setting="{setting}"), **dg.ms_checkpoints(config)},
     params:
         experiment="model_selection",
         dg=lambda wc: dg.train_params(config["dg"], wc.algorithm),
