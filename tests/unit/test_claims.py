@@ -169,7 +169,7 @@ def test_fewer_than_three_seeds_is_marked_in_the_table_and_the_markdown():
     assert row.seeds_note == "1 seed: not enough for a verdict over seeds"
     md = to_markdown(results, "quick")
     assert "| reproduced 1/1 * | 1 seed: not enough for a verdict over seeds |" in md
-    assert "| claim | source | measured | verdict | seeds |" in md
+    assert "| claim | source | PA solver | measured | verdict | seeds |" in md
 
 
 def test_a_claim_can_be_checked_once_over_every_seed():
@@ -234,3 +234,118 @@ def test_a_claim_with_only_degenerate_models_is_not_evaluated():
     assert row.verdict == NOT_EVALUATED and row.seeds_holding == ""
     assert row.measured == "not evidence: all 3 models degenerate (near chance or PA at beta* = 0)"
     assert row.seeds_note == "0 of 3 seeds evaluated"
+
+
+# ------------------------------------------------------------------ PA solvers, new statements
+def test_solver_dependent_claims_report_both_verdicts():
+    """adam's log PA at AR = 0 sits below 0 by a model-dependent offset (beta cannot reach
+    infinity), the exact solver's is 0 for every model: the same table can fail the claim with
+    adam and pass it with the exact solver.  Both rows are reported, each naming its solver."""
+    offset = {"undefended": -30.0, "madry": -1.0, "jpeg_rs": -2.0}   # adam at AR = 0
+    adam = lambda m, a, e, ar: offset[m] - ar * (10 if m == "undefended" else 1)  # noqa: E731
+    afr = lambda m, a, e, ar: 1.0 if m == "undefended" else 1 - ar  # noqa: E731
+    table = adversarial_table(adam, afr, attacks=("pgd", "fmn"))
+    exact = lambda r: 0.0 if r.ar == 0 else -r.ar * (10 if r.model == "undefended" else 1)  # noqa: E731
+    table["logpa_exact"] = table.apply(exact, axis=1)
+    # adam ranks the undefended model last at every AR, exact as well from AR > 0: both hold ...
+    results = evaluate({"adversarial": table}).set_index("id")
+    assert results.loc["adv-fmn-afr-overestimates", "solver"] == "adam"
+    assert results.loc["adv-fmn-afr-overestimates-exact", "solver"] == "exact"
+    assert results.loc["adv-fmn-afr-overestimates-exact", "verdict"] == REPRODUCED
+    # ... but with the offset reversed (adam favours the undefended model), only exact holds.
+    offset.update(undefended=-0.1, madry=-40.0, jpeg_rs=-40.0)
+    table["logpa_adam"] = [adam(r.model, r.attack, r.eps, r.ar) for r in table.itertuples()]
+    v = verdicts({"adversarial": table})
+    assert v["adv-fmn-afr-overestimates"] == NOT_REPRODUCED
+    assert v["adv-fmn-afr-overestimates-exact"] == REPRODUCED
+    assert v["adv-exact-no-shift"] == REPRODUCED and "adv-exact-no-shift-exact" not in v
+    solvers = evaluate({}).set_index("id").solver
+    assert solvers["adv-ar0-ranking"] == "adam" and solvers["toy-constant-is-robust"] == "exact"
+    assert solvers["dg-accuracy-falls"] == "" and solvers["ms-pa-selects-better-exact"] == "exact"
+
+
+def ms_table(delta: dict, no_preference=()) -> pd.DataFrame:
+    """Model-selection results, ID validation, both solvers: delta[(setting, algorithm)] is the
+    PA-selected minus accuracy-selected accuracy; (setting, algorithm, solver) in
+    no_preference had a tied best validation PA (no selection)."""
+    rows = []
+    for (setting, algorithm), d in delta.items():
+        for solver in ("adam", "exact"):
+            tie = (setting, algorithm, solver) in no_preference
+            for env in ("test_1", "test_2"):
+                rows.append({"setting": setting, "algorithm": algorithm, "seed": 0, "env": env,
+                             "validation": "ID", "solver": solver, "acc_best_acc": 0.5,
+                             "acc_best_pa": np.nan if tie else 0.5 + d, "pa_preference": not tie})
+                rows.append({**rows[-1], "validation": "SD", "acc_best_pa": 0.0})  # not Table 1's split
+    return pd.DataFrame(rows)
+
+
+def test_model_selection_counts_runs_without_a_pa_preference_apart():
+    """ZGO's PA tied at its floor: counted as no preference, neither a win nor a loss (the old
+    check counted it as 'equal'); a claim with no compared cell is not evaluated."""
+    ms = ms_table({("ZGO", "erm"): 0.0, ("ZGO", "irm"): 0.0, ("1-CGO", "erm"): 0.1,
+                   ("1-CGO", "irm"): 0.2, ("3-CGO", "irm"): -0.05},
+                  no_preference={("ZGO", "erm", "adam"), ("ZGO", "irm", "adam"), ("ZGO", "erm", "exact"),
+                                 ("ZGO", "irm", "exact")})
+    r = evaluate({"model_selection": ms}).set_index("id")
+    assert r.loc["ms-pa-selects-better", "verdict"] == REPRODUCED
+    assert r.loc["ms-pa-selects-better", "measured"] == "higher in 4, lower in 2, equal in 0, no preference in 4 of 10 cells"
+    assert r.loc["ms-partial-go-gain", "measured"].startswith("mean difference 8.333 points over 6 cells")
+    assert r.loc["ms-irm-benefits-more", "verdict"] == NOT_REPRODUCED
+    assert r.loc["ms-irm-benefits-more", "measured"] == "IRM 7.5, ERM 10 points, no preference in 4"
+    tied = ms_table({("1-CGO", "irm"): 0.1}, no_preference={("1-CGO", "irm", "adam")})
+    r = evaluate({"model_selection": tied}).set_index("id")
+    assert r.loc["ms-pa-selects-better", "verdict"] == NOT_EVALUATED
+    assert "no cell where both criteria chose an epoch" in r.loc["ms-pa-selects-better", "measured"]
+    assert r.loc["ms-pa-selects-better-exact", "verdict"] == REPRODUCED
+
+
+def dg_table(confidence: dict, seeds=(0,), spread=0.0, gap=1.0) -> pd.DataFrame:
+    """A DG table with confidence per algorithm, log PA = -k * weight (+- spread over seeds)."""
+    weight = {"erm": 3.0, "irm": 2.0, "lisa": 1.0}
+    return pd.DataFrame([{"algorithm": a, "seed": s, "n_shift_factors": k, "shift_ratio": sr,
+                          "logpa_adam": -k * weight[a] * gap + spread * (s - 1),
+                          "logpa_exact": -k * weight[a] * gap + spread * (s - 1),
+                          "beta_adam": 1.0, "beta_exact": 1.0, "afr_true": 0.9,
+                          "confidence": confidence[a] - 0.01 * k, "confidence_env0": confidence[a]}
+                         for a in weight for s in seeds for k in range(1, 6) for sr in (0.2, 1.0)])
+
+
+def test_figure8_confidence_ordering_says_where_lisa_stands():
+    v = evaluate({"dg": dg_table({"erm": 0.98, "irm": 0.97, "lisa": 0.91})}).set_index("id")
+    row = v.loc["dg-lisa-most-confident"]
+    assert row.verdict == NOT_REPRODUCED
+    assert row.measured.startswith("LISA the most confident in 0 and the least in 6 of 6: env0: ERM 0.98, IRM 0.97, LISA 0.91")
+    assert verdicts({"dg": dg_table({"erm": 0.9, "irm": 0.95, "lisa": 0.99})})["dg-lisa-most-confident"] == REPRODUCED
+
+
+def test_figure7_separation_is_judged_against_the_spread_over_seeds():
+    apart = dg_table({"erm": 0.9, "irm": 0.9, "lisa": 0.9}, seeds=(0, 1, 2), spread=0.1)
+    r = evaluate({"dg": apart}).set_index("id")
+    assert r.loc["dg-pa-separates-algorithms", "verdict"] == REPRODUCED
+    assert r.loc["dg-pa-separates-algorithms", "measured"].startswith("separated at 30 of 30")
+    assert r.loc["dg-pa-separates-algorithms", "seeds_note"].startswith("separation is judged")
+    mixed = dg_table({"erm": 0.9, "irm": 0.9, "lisa": 0.9}, seeds=(0, 1, 2), spread=1.0)
+    row = evaluate({"dg": mixed}).set_index("id").loc["dg-pa-separates-algorithms-exact"]
+    assert row.verdict == NOT_REPRODUCED and "overlapping e.g. SR 0.2 #SF 1 ERM-IRM" in row.measured
+    one_seed = dg_table({"erm": 0.9, "irm": 0.9, "lisa": 0.9})
+    assert verdicts({"dg": one_seed})["dg-pa-separates-algorithms"] == NOT_EVALUATED
+
+
+def test_imagenet_afr_needs_a_large_adversarial_ratio_to_rank_as_pa_does():
+    ars = [0.0, 0.2, 0.5, 0.8, 1.0]
+    robust = {"Standard": 0.0, "Salman": 0.5, "Engstrom": 0.8}
+
+    def table(afr):
+        return pd.DataFrame([{"model": m, "attack": "apgd-ce", "eps": e, "ar": ar,
+                              "logpa_adam": -ar * (1 - r) * 100 - 1, "logpa_exact": -ar * (1 - r) * 100,
+                              "afr_true": afr(r, ar)} for m, r in robust.items() for e in ("1/255", "4/255")
+                             for ar in ars])
+    # Clean accuracy ranks the models the other way round (Standard the most accurate): AFR_T
+    # agrees with its AR = 1 ranking only once most images are attacked.
+    late = table(lambda r, ar: (1 - ar) * (0.9 - 0.3 * r) + ar * r)
+    row = evaluate({"imagenet": late}).set_index("id").loc["adv-imagenet-afr-needs-large-ar"]
+    assert row.verdict == REPRODUCED
+    assert "PA discordant with AFR_T(AR = 1) at AR none, AFR_T at AR 0.2" in row.measured
+    early = table(lambda r, ar: 0.5 + 0.1 * r - 0.3 * ar)   # AFR_T ranks alike at every AR
+    assert verdicts({"imagenet": early})["adv-imagenet-afr-needs-large-ar-exact"] == NOT_REPRODUCED

@@ -158,6 +158,7 @@ def test_figure_10_draws_every_strategy_from_the_table(reviews, classifier, tmp_
 def _table(acc: dict, pa: dict, clean_accuracy=0.8, beta: dict | None = None) -> pd.DataFrame:
     beta = beta or {}
     rows = [{"model": "m", "strategy": s, "power": w, "afr_true": acc[s][w], "logpa_adam": pa[s][w],
+             "logpa_exact": pa[s][w],
              "beta_exact": beta.get(s, [1.0] * len(acc[s]))[w],
              "clean_accuracy": clean_accuracy, "degenerate": False}
             for s in acc for w in range(len(acc[s]))]
@@ -186,7 +187,9 @@ def test_pa_flat_at_its_floor_counts_as_fallen_and_a_flat_stretch_above_it_does_
 def test_the_claims_read_the_text_table():
     claims = load(["pabench.experiments.text.claims"])
     assert [c.id for c in claims] == ["text-amplification-pa-not-accuracy",
-                                      "text-levenshtein-contradiction-both-fall"]
+                                      "text-amplification-pa-not-accuracy-exact",
+                                      "text-levenshtein-contradiction-both-fall",
+                                      "text-levenshtein-contradiction-both-fall-exact"]
     falling = [-1.0, -5.0, -9.0, -20.0]
     paper_like = _table({"amplification": [0.8, 0.82, 0.85, 0.9], "levenshtein": [0.8, 0.78, 0.7, 0.6],
                          "contradiction": [0.79, 0.7, 0.6, 0.5]},
@@ -196,7 +199,7 @@ def test_the_claims_read_the_text_table():
     accuracy_falls = paper_like.assign(afr_true=paper_like.afr_true - 0.2)
     verdicts = evaluate({"text": accuracy_falls}, claims).set_index("id").verdict
     assert verdicts["text-amplification-pa-not-accuracy"] == NOT_REPRODUCED
-    pa_rises = paper_like.assign(logpa_adam=-paper_like.logpa_adam)
+    pa_rises = paper_like.assign(logpa_adam=-paper_like.logpa_adam, logpa_exact=-paper_like.logpa_exact)
     assert (evaluate({"text": pa_rises}, claims).verdict == NOT_REPRODUCED).all()
     two_powers = paper_like[paper_like.power < 2]
     assert (evaluate({"text": two_powers}, claims).verdict == NOT_EVALUATED).all()

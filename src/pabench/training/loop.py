@@ -2,9 +2,17 @@
 
 Each step takes one minibatch from every training environment (Adam, lr and batch size from the
 settings).  After every epoch the model predicts the validation pair; validation accuracy (both
-environments pooled) and PA between the pair (exact solver) are recorded, and three checkpoints
-are kept: the best-accuracy epoch, the best-PA epoch and the last epoch (state dicts, loadable
-with weights_only=True).  Seeded; deterministic on CPU.
+environments pooled) and PA between the pair are recorded (exact solver; with `pa_adam` also the
+authors' adam procedure), and checkpoints are kept: the best-accuracy epoch, the best-PA epoch
+of each solver and the last epoch (state dicts, loadable with weights_only=True).  With
+`patience`, training stops once validation accuracy has not improved for that many epochs
+(`epochs` is then the cap).  Seeded; deterministic on CPU.
+
+Selection never rests on a tie: a criterion whose highest validation value is reached in more
+than one epoch (e.g. log PA at its beta* = 0 floor, -N log K, in every epoch) prefers none of
+them (`select_epochs` gives None).  Its checkpoint file still holds the first of those epochs,
+the one early stopping keeps, for the experiments that need a model whatever the tie
+(`checkpoint_epochs`: Figures 7-8's best-accuracy checkpoint).
 """
 from __future__ import annotations
 
@@ -23,11 +31,18 @@ from tqdm.auto import tqdm
 from pabench.core import paths
 from pabench.core.io import atomic_path
 from pabench.metrics import posterior_agreement
+from pabench.metrics.settings import PASettings
 from pabench.models import BACKBONES, Classifier
 from pabench.training.algorithms import ALGORITHMS, irm_penalty, irm_weight, lisa_mix, soft_cross_entropy
 
 log = logging.getLogger("pabench.training")
 CHECKPOINTS = ("best_acc", "best_pa", "last")
+# Selection criteria and the history column each maximises: validation accuracy, log PA by the
+# exact solver, log PA by the adam solver (runs with TrainSettings.pa_adam).
+CRITERIA = {"best_acc": "val_acc", "best_pa": "val_logpa", "best_pa_adam": "val_logpa_adam"}
+# Validation values this close are tied: the beta* = 0 floor of log PA repeats to the last bit;
+# distinct accuracies on n images differ by 1/n.
+TIE_RTOL = TIE_ATOL = 1e-9
 
 
 @dataclass
@@ -47,6 +62,9 @@ class TrainSettings:
     device: str = "auto"  # auto: cuda when available
     save_epochs: tuple = ()  # also keep epoch<k>.pt after these epochs (training stages)
     recalibrate_bn: bool = False  # BatchNorm statistics recomputed on the training data each epoch
+    # Stop once validation accuracy has not improved for this many epochs (None: train `epochs`).
+    patience: int | None = None
+    pa_adam: PASettings | None = None  # also validate PA with the adam solver (the papers')
 
 
 def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) -> None:
@@ -59,6 +77,8 @@ def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) ->
         raise ValueError(f"unknown LISA mix {settings.lisa_mix!r}; choose mixup or cutmix")
     if len(val_envs) != 2:
         raise ValueError(f"validation needs a pair of environments, got {list(val_envs)}")
+    if settings.patience is not None and settings.patience < 1:
+        raise ValueError(f"patience must be at least 1 epoch (or None), got {settings.patience}")
     for name, env in train_envs.items():
         if len(env) < settings.batch_size:
             raise ValueError(f"training environment {name!r} has {len(env)} samples, fewer than "
@@ -101,12 +121,52 @@ def class_indices(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return idx
 
 
-def select_epochs(history: pd.DataFrame) -> dict:
-    """Epochs (1-based) selected by maximal validation accuracy, maximal validation PA (first on
-    ties) and the last one."""
-    acc = int(history.epoch.iloc[int(np.argmax(history.val_acc.to_numpy()))])
-    pa = int(history.epoch.iloc[int(np.argmax(history.val_logpa.to_numpy()))])
-    return {"best_acc": acc, "best_pa": pa, "last": int(history.epoch.iloc[-1])}
+def _column(criterion: str, split: str | None) -> str:
+    return CRITERIA[criterion] + (f"-{split}" if split else "")
+
+
+def tied(values, top) -> np.ndarray:
+    """Which of `values` tie with `top`."""
+    return np.isclose(np.asarray(values, dtype=float), top, rtol=TIE_RTOL, atol=TIE_ATOL)
+
+
+def improves(value: float, best: float) -> bool:
+    """Whether a validation value beats the best so far (a tie does not)."""
+    return value > best and not bool(tied(value, best))
+
+
+def _criteria(history: pd.DataFrame, split: str | None) -> list[str]:
+    return [c for c in CRITERIA if _column(c, split) in history.columns]
+
+
+def checkpoint_epochs(history: pd.DataFrame, split: str | None = None) -> dict:
+    """The epoch (1-based) each checkpoint of a validation split holds: the first epoch with the
+    criterion's highest value (what early stopping keeps), and the last epoch."""
+    out = {}
+    for c in _criteria(history, split):
+        values = history[_column(c, split)].to_numpy(dtype=float)
+        out[c] = int(history.epoch.iloc[int(np.argmax(tied(values, values.max())))])
+    return {**out, "last": int(history.epoch.iloc[-1])}
+
+
+def select_epochs(history: pd.DataFrame, split: str | None = None) -> dict:
+    """The epoch each criterion selects on a validation split (None: the main one): the one with
+    the highest validation value, or None when that value is reached in several epochs (the
+    criterion has no preference; no tie rule decides for it); and the last epoch."""
+    out = {}
+    for c in _criteria(history, split):
+        values = history[_column(c, split)].to_numpy(dtype=float)
+        top = tied(values, values.max())
+        out[c] = int(history.epoch.iloc[int(np.argmax(top))]) if top.sum() == 1 else None
+    return {**out, "last": int(history.epoch.iloc[-1])}
+
+
+def stopped_early(history: pd.DataFrame, patience: int | None) -> bool:
+    """Whether the patience rule ended the run (else it ran to its cap of epochs): validation
+    accuracy's best epoch lies `patience` epochs before the last."""
+    if patience is None:
+        return False
+    return int(history.epoch.iloc[-1]) - checkpoint_epochs(history)["best_acc"] >= patience
 
 
 def save_checkpoint(model, path, epoch: int, settings: TrainSettings, classes) -> None:
@@ -163,10 +223,11 @@ def resolve_device(name: str) -> torch.device:
 
 def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tracker=None,
           progress: bool = False, also_validate: dict | None = None) -> pd.DataFrame:
-    """Train, validate every epoch, keep the three checkpoints in out_dir; returns the history.
+    """Train, validate every epoch, keep the checkpoints in out_dir; returns the history.
     also_validate: {name: validation pair}, each also validated every epoch (history columns
-    val_acc-<name>, val_logpa-<name>) with its own best-accuracy and best-PA checkpoints
-    (best_acc-<name>.pt, best_pa-<name>.pt): model selection on other validation splits."""
+    val_acc-<name>, val_logpa-<name>, val_logpa_adam-<name>) with its own selected checkpoints
+    (best_acc-<name>.pt, best_pa-<name>.pt, best_pa_adam-<name>.pt): model selection on other
+    validation splits.  Only the main pair's accuracy decides when to stop."""
     also_validate = also_validate or {}
     check_settings(settings, train_envs, val_envs)
     for pair in also_validate.values():
@@ -178,15 +239,13 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
     classes = np.unique(np.concatenate([e.labels for e in envs]))
     model = on_device(Classifier(settings.backbone, len(classes), settings.pretrained), device)
     opt = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    val0, val1 = val_envs.values()
-    val_y = [class_indices(classes, v.labels) for v in (val0, val1)]
     steps = min(len(e) // settings.batch_size for e in envs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     best = {}  # checkpoint name -> the best value so far
-    extra = {name: (list(pair.values()), [class_indices(classes, v.labels) for v in pair.values()])
-             for name, pair in also_validate.items()}
+    pairs = {name: (list(pair.values()), [class_indices(classes, v.labels) for v in pair.values()])
+             for name, pair in {None: val_envs, **also_validate}.items()}
     for epoch in range(settings.epochs):
         model.train()
         orders = [torch.randperm(len(e), generator=gen).numpy() for e in envs]
@@ -208,39 +267,56 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
         elapsed = time.perf_counter() - start
         if settings.recalibrate_bn:
             recalibrate_batchnorm(model, envs, device)
-        accs, pa = _validate(model, (val0, val1), val_y, device)
         row = {"epoch": epoch + 1, "train_loss": total / max(steps, 1),
-               "val_acc": float(np.mean(accs)), "val_acc_0": accs[0], "val_acc_1": accs[1],
-               "val_logpa": pa.logpa, "val_pa": pa.pa, "val_beta": pa.beta,
+               **_validate(model, pairs, device, settings.pa_adam),
                "images_per_s": steps * settings.batch_size * len(envs) / max(elapsed, 1e-9),
                "data_wait_fraction": wait / max(elapsed, 1e-9)}
-        selection = {"best_acc": row["val_acc"], "best_pa": row["val_logpa"]}
-        for name, (pair, ys) in extra.items():
-            accs, pa = _validate(model, pair, ys, device)
-            row[f"val_acc-{name}"], row[f"val_logpa-{name}"] = float(np.mean(accs)), pa.logpa
-            selection.update({paths.selection_checkpoint("best_acc", name): row[f"val_acc-{name}"],
-                              paths.selection_checkpoint("best_pa", name): pa.logpa})
         rows.append(row)
         log.info("epoch %d: %s", epoch + 1, {k: round(v, 4) for k, v in row.items()})
         if tracker is not None:
             tracker.log(row)
-        for name, value in selection.items():  # the first epoch wins ties
-            if value > best.get(name, -np.inf):
-                best[name] = value
-                save_checkpoint(model, out_dir / f"{name}.pt", epoch + 1, settings, classes)
+        for split in pairs:
+            for criterion in CRITERIA:
+                name, column = paths.selection_checkpoint(criterion, split), _column(criterion, split)
+                if column in row and improves(row[column], best.get(name, -np.inf)):
+                    best[name] = row[column]
+                    save_checkpoint(model, out_dir / f"{name}.pt", epoch + 1, settings, classes)
         save_checkpoint(model, out_dir / "last.pt", epoch + 1, settings, classes)
         if epoch + 1 in settings.save_epochs:
             save_checkpoint(model, out_dir / f"epoch{epoch + 1}.pt", epoch + 1, settings, classes)
+        if stopped_early(pd.DataFrame(rows), settings.patience):
+            log.info("validation accuracy has not improved for %d epochs: stopping", settings.patience)
+            break
     history = pd.DataFrame(rows)
     history.attrs["settings"] = asdict(settings)
     return history
 
 
-def _validate(model, pair, labels, device):
-    """Accuracy on each environment of a validation pair and PA between the two (exact solver)."""
-    logits = [predict(model, v.images, device) for v in pair]
-    return [float((lg.argmax(1) == y).mean()) for lg, y in zip(logits, labels)], \
-        posterior_agreement(logits[0], logits[1])
+def _validate(model, pairs: dict, device, adam: PASettings | None) -> dict:
+    """The history columns of one epoch's validation: per pair ({split: (environments, labels)},
+    split None the main pair) the accuracy (pooled and, for the main pair, per environment) and
+    PA between the two environments, exact and, with `adam`, by the adam solver (the pairs of
+    equal size stacked into one solve)."""
+    row, logits = {}, {}
+    for split, (envs, labels) in pairs.items():
+        logits[split] = [predict(model, v.images, device) for v in envs]
+        accs = [float((lg.argmax(1) == y).mean()) for lg, y in zip(logits[split], labels)]
+        pa = posterior_agreement(*logits[split])
+        row[_column("best_acc", split)] = float(np.mean(accs))
+        row[_column("best_pa", split)] = pa.logpa
+        if split is None:
+            row.update(val_acc_0=accs[0], val_acc_1=accs[1], val_pa=pa.pa, val_beta=pa.beta)
+    if adam is not None:
+        by_size = {}
+        for split, (a, b) in logits.items():
+            by_size.setdefault(a.shape, []).append(split)
+        for splits in by_size.values():
+            fitted = adam.solve(np.stack([logits[s][0] for s in splits]), np.stack([logits[s][1] for s in splits]))
+            for s, logpa, beta in zip(splits, fitted.logpa, fitted.beta):
+                row[_column("best_pa_adam", s)] = float(logpa)
+                if s is None:
+                    row["val_beta_adam"] = float(beta)
+    return row
 
 
 def _loss(settings, model, xs, ys, num_classes, epoch, gen):

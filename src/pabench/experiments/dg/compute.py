@@ -9,14 +9,17 @@ from pabench.datasets.shift import shift_ratio_view
 from pabench.metrics import afr_true
 from pabench.metrics.settings import PASettings
 from pabench.metrics.views import score_views
-from pabench.experiments.dg.plan import stage_epochs
-from pabench.training.loop import TrainSettings, class_indices, predict
+from pabench.core import paths
+from pabench.experiments.dg.plan import MS_SOLVERS, stage_epochs
+from pabench.training.loop import TrainSettings, class_indices, predict, select_epochs
 
 
 def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None,
-             stages: bool = False) -> TrainSettings:
+             stages: bool = False, patience: int | None = None,
+             pa_adam: PASettings | None = None) -> TrainSettings:
     """Training settings from the config's `dg` section; with stages, also keep the checkpoints
-    of the three training stages."""
+    of the three training stages; `epochs` (default dg.epochs) is the cap when `patience` is set;
+    `pa_adam`: also validate PA with the adam solver."""
     epochs = epochs or dg["epochs"]
     # An algorithm's own section (irm, lisa) may be all the workflow passes of it.
     extra = {}
@@ -28,7 +31,8 @@ def settings(dg: dict, algorithm: str, seed: int, epochs: int | None = None,
     return TrainSettings(algorithm=algorithm, backbone=dg["backbone"], epochs=epochs, lr=dg["lr"],
                          batch_size=dg["batch_size"], seed=seed, pretrained=dg.get("pretrained"),
                          recalibrate_bn=dg.get("recalibrate_bn", False), device=dg["device"],
-                         save_epochs=tuple(stage_epochs(epochs)) if stages else (), **extra)
+                         save_epochs=tuple(stage_epochs(epochs)) if stages else (),
+                         patience=patience, pa_adam=pa_adam, **extra)
 
 
 def split_scores(model, split: dict, device) -> dict:
@@ -67,7 +71,8 @@ def _view(scores: dict, view: list[dict]) -> np.ndarray:
 
 def shift_ratio_pa(scores: dict, classes, ratios, settings: PASettings) -> pd.DataFrame:
     """PA between env0 and every shift-ratio view of env1..env5 (exact and adam solvers, the
-    adam ones stacked), with AFR_T (accuracy on the view) and AFR_P (agreement with env0)."""
+    adam ones stacked), with AFR_T (accuracy on the view), AFR_P (agreement with env0) and the
+    mean predictive confidence on the view and on env0 (Figure 8)."""
     envs = [e for e in scores if "/" not in e and e != "env0"]
     n = len(scores["env0"])
     labels = class_indices(np.asarray(classes), scores["env0/labels"])
@@ -75,7 +80,9 @@ def shift_ratio_pa(scores: dict, classes, ratios, settings: PASettings) -> pd.Da
              for k, env in enumerate(envs, start=1) for ratio in ratios]
     views = np.stack([_view(scores, shift_ratio_view(n, c["env"], c["shift_ratio"])) for c in cases])
     table = pd.concat([pd.DataFrame(cases), score_views(scores["env0"], views, labels, settings)], axis=1)
-    return table.assign(accuracy_env0=afr_true(scores["env0"], labels), n=n)
+    return table.assign(accuracy_env0=afr_true(scores["env0"], labels), n=n,
+                        confidence=max_softmax(views).mean(axis=1),
+                        confidence_env0=float(max_softmax(scores["env0"]).mean()))
 
 
 def selected_accuracy(models: dict, split: dict, device, cache: dict | None = None) -> pd.DataFrame:
@@ -98,14 +105,53 @@ def selected_accuracy(models: dict, split: dict, device, cache: dict | None = No
     return pd.DataFrame(rows)
 
 
+def selection_results(history: pd.DataFrame, validations: dict, load, test: dict, device) -> pd.DataFrame:
+    """Test accuracy of the epochs each criterion selects: one row per validation split, PA
+    solver and test environment, with acc_best_acc / epoch_best_acc (selected by validation
+    accuracy) and acc_best_pa / epoch_best_pa (by validation PA of that solver).
+    validations: {split: label}, split None the main one; load(name) gives the (model, state) of a
+    checkpoint.  A criterion whose highest validation value is tied selects nothing
+    (loop.select_epochs): its accuracy and epoch are NaN and acc_preference / pa_preference say
+    it had no preference, so that no tie rule decides a comparison."""
+    cache, frames = {}, []
+    for split, label in validations.items():
+        chosen = select_epochs(history, split)
+        for solver, criterion in MS_SOLVERS.items():
+            picks = {"best_acc": ("best_acc", chosen["best_acc"]), "best_pa": (criterion, chosen[criterion])}
+            models = {}
+            for name, (which, epoch) in picks.items():
+                if epoch is None:
+                    continue
+                path = paths.selection_checkpoint(which, split)
+                models[name] = load(path)
+                if int(models[name][1]["epoch"]) != epoch:
+                    raise ValueError(f"checkpoint {path} holds epoch {models[name][1]['epoch']}, "
+                                     f"but the history selects epoch {epoch}")
+            table = selected_accuracy(models, test, device, cache) if models else pd.DataFrame({"env": list(test)})
+            for name in picks:
+                if name not in models:
+                    table[f"acc_{name}"] = table[f"epoch_{name}"] = np.nan
+            frames.append(table.assign(validation=label, solver=solver,
+                                       acc_preference=picks["best_acc"][1] is not None,
+                                       pa_preference=picks["best_pa"][1] is not None))
+    columns = ["env", "validation", "solver", "acc_best_acc", "epoch_best_acc", "acc_best_pa",
+               "epoch_best_pa", "acc_preference", "pa_preference"]
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+def max_softmax(logits: np.ndarray) -> np.ndarray:
+    """The predictive confidence of each row of logits (..., K): its largest softmax probability."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max(-1, keepdims=True)
+    return 1.0 / np.exp(z).sum(-1)
+
+
 def confidence(scores: dict, envs) -> pd.DataFrame:
     """Per test environment: the mean and standard error of the predictive confidence (maximum
     softmax probability) of the model's predictions (Figure 8)."""
     rows = []
     for env in envs:
-        z = scores[env] - scores[env].max(1, keepdims=True)
-        p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
-        conf = p.max(1)
+        conf = max_softmax(scores[env])
         rows.append({"env": env, "confidence": float(conf.mean()),
                      "stderr": float(conf.std(ddof=1) / np.sqrt(len(conf))) if len(conf) > 1 else 0.0})
     return pd.DataFrame(rows)

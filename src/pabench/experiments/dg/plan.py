@@ -71,11 +71,19 @@ def ms_also_validate(config: dict) -> list[str]:
     return list(config["dg"]["model_selection"].get("also_validate", []))
 
 
-def ms_also_checkpoints(config: dict) -> dict:
-    """{best_acc-<split>: path, best_pa-<split>: path} of a model-selection run, {setting},
-    {algorithm} and {seed} left open."""
+# The checkpoints a model-selection run keeps per validation split: the epoch of best accuracy
+# and of best PA by each solver (exact, and adam as the paper).
+MS_CRITERIA = ("best_acc", "best_pa", "best_pa_adam")
+# The PA solvers of model selection and the checkpoint each selects with.
+MS_SOLVERS = {"adam": "best_pa_adam", "exact": "best_pa"}
+
+
+def ms_checkpoints(config: dict) -> dict:
+    """{best_acc: path, best_pa: path, best_pa_adam: path, best_acc-<split>: path, ...}: the
+    selected checkpoints of a model-selection run on the main and the other validation splits,
+    {setting}, {algorithm} and {seed} left open."""
     d = paths.model_dir(setting="{setting}")
-    names = [paths.selection_checkpoint(k, v) for v in ms_also_validate(config) for k in ("best_acc", "best_pa")]
+    names = [paths.selection_checkpoint(k, v) for v in [None, *ms_also_validate(config)] for k in MS_CRITERIA]
     return {name: f"{d}/{name}.pt" for name in names}
 
 

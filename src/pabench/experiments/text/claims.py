@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pabench.reporting.claims import _f, _need, claim
+from pabench.reporting.claims import SOLVERS, _f, _need, claim
 
 ONE_RUN = ("one classifier and one seeded draw of the reviews and shifts (text.seed): "
            "no training seeds to repeat over")
@@ -22,11 +22,11 @@ def _strategy(text: pd.DataFrame, strategy: str) -> pd.DataFrame:
     return rows
 
 
-def _pa_trend(rows: pd.DataFrame) -> tuple[float, str]:
-    """Spearman correlation of log PA (adam) with W, and a note on saturation.  A view whose PA
-    sits at its floor (beta* = 0: the two posteriors share nothing the model is sure of) cannot
-    fall further; the views after the first such one are ties by construction, not evidence
-    against a fall, so the correlation is taken up to the first floor view."""
+def _pa_trend(rows: pd.DataFrame, solver: str) -> tuple[float, str]:
+    """Spearman correlation of log PA (of `solver`) with W, and a note on saturation.  A view
+    whose PA sits at its floor (beta* = 0: the two posteriors share nothing the model is sure of)
+    cannot fall further; the views after the first such one are ties by construction, not
+    evidence against a fall, so the correlation is taken up to the first floor view."""
     floor = rows.index[rows.beta_exact.to_numpy() == 0]
     note = ""
     if len(floor):
@@ -35,18 +35,18 @@ def _pa_trend(rows: pd.DataFrame) -> tuple[float, str]:
         rows = rows.iloc[:first + 1]
     if len(rows) < 2:
         return float("nan"), note
-    return float(rows.power.rank().corr(rows.logpa_adam.rank())), note
+    return float(rows.power.rank().corr(rows[f"logpa_{solver}"].rank())), note
 
 
 @claim("text-amplification-pa-not-accuracy", "PA paper, Appendix C and Figure 10",
        "Under Amplification, accuracy does not fall while PA falls as W grows: the accuracy on "
        "the shifted reviews at the largest W is at least the clean accuracy, and the Spearman "
-       "correlation of PA (adam) with W is at most -0.9 (up to the first W at which PA reaches its "
-       "floor, beta* = 0, if it does).", "text", unseeded=ONE_RUN)
-def _(text):
+       "correlation of PA ({solver}) with W is at most -0.9 (up to the first W at which PA reaches "
+       "its floor, beta* = 0, if it does).", "text", unseeded=ONE_RUN, solvers=SOLVERS)
+def _(text, solver):
     rows = _strategy(text, "amplification")
     last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
-    rho, note = _pa_trend(rows)
+    rho, note = _pa_trend(rows, solver)
     return last >= clean and rho <= -0.9, (
         f"accuracy clean {_f(clean)}, at W = {int(rows.power.iloc[-1])} {_f(last)}; "
         f"rho(PA, W) = {_f(rho)}{note}")
@@ -55,14 +55,14 @@ def _(text):
 @claim("text-levenshtein-contradiction-both-fall", "PA paper, Appendix C and Figure 10",
        "Under Levenshtein and under Contradiction, PA and accuracy both fall as W grows: for each, "
        "the accuracy at the largest W is below the clean accuracy and the Spearman correlation "
-       "of PA (adam) with W is at most -0.9 (up to the first W at which PA reaches its floor, "
-       "beta* = 0, if it does).", "text", unseeded=ONE_RUN)
-def _(text):
+       "of PA ({solver}) with W is at most -0.9 (up to the first W at which PA reaches its "
+       "floor, beta* = 0, if it does).", "text", unseeded=ONE_RUN, solvers=SOLVERS)
+def _(text, solver):
     holds, measured = True, []
     for strategy in ("levenshtein", "contradiction"):
         rows = _strategy(text, strategy)
         last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
-        rho, note = _pa_trend(rows)
+        rho, note = _pa_trend(rows, solver)
         holds &= last < clean and rho <= -0.9
         measured.append(f"{strategy}: accuracy clean {_f(clean)}, at W = "
                         f"{int(rows.power.iloc[-1])} {_f(last)}; rho(PA, W) = {_f(rho)}{note}")
