@@ -148,10 +148,13 @@ def make_attacks(mm5_gap: float = 0.2, mm5_evals: int = 100) -> pd.DataFrame:
 
 
 def make_history() -> pd.DataFrame:
-    return pd.DataFrame([{"model": m, "method": method, "arch": "smallcnn8", "epochs": 3,
-                          "augment": "none", "trades_beta": np.nan, "train_loss": 0.3,
-                          "train_seconds": 12.0, "accuracy": acc / 100}
-                         for m, method, acc, _, _ in zoo()])
+    """One row per epoch, as oodrb_train writes it: model k trains 1 + k % 3 epochs, its loss
+    after epoch e is 1 / e + k / 100."""
+    return pd.DataFrame([{"epoch": e, "train_loss": 1 / e + k / 100, "model": m, "method": method,
+                          "arch": "smallcnn8", "epochs": 1 + k % 3, "augment": "none",
+                          "trades_beta": np.nan, "train_seconds": 12.0, "accuracy": acc / 100}
+                         for k, (m, method, acc, _, _) in enumerate(zoo())
+                         for e in range(1, 2 + k % 3)])
 
 
 def write(root, **frames) -> dict:
@@ -513,6 +516,14 @@ def test_every_table_has_its_columns(tmp_path):
     assert {"model", "target", "metric", "effective (points)", "in fit"} <= set(eff.columns)
     zoo_table = tables.models(files)
     assert zoo_table["ID test accuracy (%)"].iloc[0] == pytest.approx(95.0)
+
+
+def test_models_table_has_one_row_per_model_with_its_last_epochs_loss(tmp_path):
+    files = write(tmp_path, history=make_history())
+    zoo_table = tables.models(files)
+    assert list(zoo_table.model) == [m for m, *_ in zoo()]
+    last = {m: 1 / (1 + k % 3) + k / 100 for k, (m, *_) in enumerate(zoo())}
+    assert zoo_table.set_index("model")["final loss"].to_dict() == pytest.approx(last)
 
 
 # ------------------------------------------------------------------ claims

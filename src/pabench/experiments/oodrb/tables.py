@@ -94,8 +94,12 @@ def effective(inputs: dict, group: str = "AT",
 
 
 def models(inputs: dict) -> pd.DataFrame:
-    """The self-trained zoo: training settings, final loss, seconds and ID test accuracy."""
+    """The self-trained zoo, one row per model: training settings, the loss of its last epoch,
+    seconds and ID test accuracy (the history has a row per epoch)."""
     h = read_tables(inputs["history"])
+    if "epoch" in h.columns:  # each model's last epoch, models in table order
+        h = h[h.epoch == h.groupby("model", sort=False).epoch.transform("max")]
+    h = h.drop_duplicates("model", keep="last")
     columns = {"model": "model", "method": "method", "arch": "architecture", "epochs": "epochs",
                "augment": "augmentation", "trades_beta": "TRADES beta", "train_loss": "final loss",
                "train_seconds": "training seconds", "accuracy": "ID test accuracy (%)"}
