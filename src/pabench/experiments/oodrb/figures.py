@@ -110,8 +110,10 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
     fig, axes = plt.subplots(1, 4, figsize=(12.0, 3.4))
     rows = []
     for ax, (title, names) in zip(axes, panels):
-        d = ps[ps["shift"].isin(names)].groupby("model", sort=False).robustness.mean()
-        d = agg[["model", "method", "adversarial", "id_rob"]].assign(ood_rob=agg.model.map(d))
+        # ID side: the clean robustness of the shifts' own originals (see analysis)
+        d = ps[ps["shift"].isin(names)].groupby("model", sort=False)[["id_rob", "robustness"]].mean()
+        d = agg[["model", "method", "adversarial"]].assign(id_rob=agg.model.map(d.id_rob),
+                                                          ood_rob=agg.model.map(d.robustness))
         d = d[d.ood_rob.notna() & d.id_rob.notna()]
         if d.empty:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **NO_DATA)
