@@ -56,4 +56,6 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
                  "avgcase_table1", "train_ms", "claims"):
         assert int(counts.get(rule, 0)) >= 1, (rule, counts)
     assert int(counts["oodrb_shifts"]) == 3       # the three RobustBench models of the overlay
+    # Table 3: one of them, and one of the paper's Table 3 models outside the list (attacks alone)
+    assert int(counts["oodrb_attacks"]) == 2
     assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts

@@ -39,6 +39,9 @@ def _meta(config: dict, **extra) -> dict:
             "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
                                                   f"({o['mm5']['steps']} iterations per target)",
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
+            "ID side of a shift": ("a corruption's: the clean accuracy and robustness of the ID "
+                                   "test images it corrupts (one set for every corruption and "
+                                   "severity); a natural or threat shift's: the ID test set"),
             "images per natural shift": o["n_natural"],
             "dataset shifts": shift_note,
             "threat shifts": ", ".join(f"{n} ({t['kind']} {t['eps']:g})"
@@ -78,8 +81,10 @@ ENTRIES = (
           "fitted line (" + FIT_NOTE + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-linear-dataset-shift",)),
     Entry(P, "fig2", f"{FIGURES}:fig2", "oodrb",
-          "Figure 2: degradation (ID - OOD) of accuracy and robustness per shift over the AT "
-          "models (box plots; corruptions averaged over severities)", inputs=_table("shifts"),
+          "Figure 2: degradation (clean - OOD: a corruption against its own clean images, a "
+          "natural or threat shift against the ID test set) of accuracy and robustness per shift "
+          "over the AT models (box plots; corruptions averaged over severities)",
+          inputs=_table("shifts"),
           meta=_meta, claims=("oodrb-degradation-dataset-shift", "oodrb-degradation-threat-shift")),
     Entry(P, "fig3", f"{FIGURES}:fig3", "oodrb",
           "Figure 3: R^2 of the linear fit ID -> OOD per dataset shift, standardly trained (ST, "
