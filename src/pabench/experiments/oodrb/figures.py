@@ -111,7 +111,8 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
     rows = []
     for ax, (title, names) in zip(axes, panels):
         # ID side: the clean robustness of the shifts' own originals (see analysis)
-        d = ps[ps["shift"].isin(names)].groupby("model", sort=False)[["id_rob", "robustness"]].mean()
+        d = (ps[ps["shift"].isin(names)].groupby("model", sort=False)[["id_rob", "robustness"]]
+             .mean())
         d = agg[["model", "method", "adversarial"]].assign(id_rob=agg.model.map(d.id_rob),
                                                           ood_rob=agg.model.map(d.robustness))
         d = d[d.ood_rob.notna() & d.id_rob.notna()]

@@ -14,10 +14,12 @@ from pabench.reporting.degenerate import COLUMN as DEGENERATE
 # The paper's Table 3, CIFAR-10 L-inf rows: per RobustBench model, robust accuracy in percent
 # under each attack, (ID, corruptions at severity 3).  Printed only beside the same model ids.
 PAPER_TABLE3 = {
-    "Wong2020Fast": {"pgd": (46.6, 27.6), "cw": (46.3, 27.3), "aa": (43.2, 24.8), "mm5": (43.3, 25.0)},
+    "Wong2020Fast": {"pgd": (46.6, 27.6), "cw": (46.3, 27.3), "aa": (43.2, 24.8),
+                     "mm5": (43.3, 25.0)},
     "Engstrom2019Robustness": {"pgd": (52.3, 31.7), "cw": (52.6, 31.8), "aa": (49.3, 29.1),
                                "mm5": (49.7, 29.3)},
-    "Huang2020Self": {"pgd": (56.2, 34.4), "cw": (54.0, 32.9), "aa": (52.9, 31.7), "mm5": (53.0, 31.8)},
+    "Huang2020Self": {"pgd": (56.2, 34.4), "cw": (54.0, 32.9), "aa": (52.9, 31.7),
+                      "mm5": (53.0, 31.8)},
     "Sehwag2021Proxy_R18": {"pgd": (58.7, 37.8), "cw": (57.2, 36.5), "aa": (55.6, 34.6),
                             "mm5": (55.7, 34.8)},
     "Wang2020Improving": {"pgd": (62.6, 40.3), "cw": (58.7, 37.1), "aa": (56.3, 34.7),
