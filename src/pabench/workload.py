@@ -374,6 +374,9 @@ def ood(config: dict) -> list[Work]:
                              {"fwd": n_test * (1 + len(oodrb.threats(config)))})))
         if model in oodrb.table3_models(config):
             out.append(_table3(config, f"oodrb_attacks {ds}/{model}", net, n_test, mm))
+    for model in oodrb.table3_only(config):   # RobustBench models of Table 3 alone
+        net = Net("robustbench", model, data.shape, data.classes, "cifar10")
+        out.append(_table3(config, f"oodrb_attacks {ds}/{model}", net, n_test, mm))
     return out
 
 

@@ -296,7 +296,7 @@ def test_every_configured_robustbench_id_exists():
 
     paper = cfg.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
     ids = {"cifar10": set(ROBUSTBENCH_MODELS["cifar10"]) | set(paper["oodrb"]["robustbench"])
-           | set(paper["adversarial"]["robustbench"]),
+           | set(paper["oodrb"]["table3"]["models"]) | set(paper["adversarial"]["robustbench"]),
            "imagenet": set(ROBUSTBENCH_MODELS["imagenet"])
            | {pretrained(m)[0] for m in paper["adversarial"]["imagenet"]["models"]}}
     for dataset, names in ids.items():

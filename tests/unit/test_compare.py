@@ -298,6 +298,8 @@ def test_shipped_tolerances():
     assert rule("figures/pa/table1.csv", "Test 3 acc") == "abs 1"
     assert rule("figures/oodrb/effective.csv", "effective (points)") == "abs 2"
     assert rule("data/results/dg/pa.csv", "accuracy_env0") == "abs 0.01"
+    assert rule("data/results/oodrb/shifts.csv", "clean_robustness") == "abs 0.01"
+    assert rule("figures/oodrb/table3.csv", "SE, ID (points)") == "abs 2"
     assert rule("data/results/dg/pa.csv", "logpa_exact") == "abs 0.1 or rel 0.02"
     assert rule("data/results/dg/pa.csv", "beta_exact") == "rel 0.05"
     assert rule("figures/avgcase/fig4.csv", "p") == "abs 0.1"

@@ -78,6 +78,27 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     assert len(plan.table_inputs(cfg, "attacks")) == len(cfg["oodrb"]["table3"]["models"])
 
 
+def test_paper_scale_table3_runs_the_papers_models_with_its_steps():
+    """The paper's Table 3 CIFAR-10 models, three of them outside the Table 1 subset (their
+    attacks alone run), PGD100 / CW100 at the authors' step eps/4, AutoAttack at its defaults."""
+    cfg = pabench_config.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
+    pabench_config.check(cfg, SCHEMA)
+    from pabench.experiments.oodrb.tables import PAPER_TABLE3
+
+    assert plan.table3_models(cfg) == list(PAPER_TABLE3)
+    assert plan.table3_only(cfg) == ["Engstrom2019Robustness", "Huang2020Self", "Sehwag2021Proxy_R18"]
+    assert len(plan.table_inputs(cfg, "attack_images")) == 5
+    assert plan.attack_setting(cfg, "pgd") == "100 steps of eps/4, no random start"
+    assert plan.attack_setting(cfg, "cw") == "100 steps of eps/4, CW margin loss"
+    assert plan.attack_setting(cfg, "aa").startswith("standard, default iterations (APGD 100")
+    quick = _config_plain()
+    assert plan.table3_step(quick, "pgd") == 0.25 == plan.table3_step(quick, "cw")
+
+
+def _config_plain() -> dict:
+    return pabench_config.load([REPO / "config.yaml"])
+
+
 def test_crop_augmentation_shifts_each_image_by_at_most_four_pixels():
     x = torch.zeros(16, 3, 32, 32)
     x[:, :, 10, 20] = 1.0  # one bright pixel
@@ -116,10 +137,13 @@ def test_shift_data_have_the_published_layout(tiny):
     o = cfg["oodrb"]
     d = dict(np.load(files["contrast"]))
     assert d["x"].shape == (len(o["severities"]), o["n_shift"], 3, 32, 32) and d["x"].dtype == np.uint8
-    # corruption k corrupts the test images from k * n_shift on, wrapping around
-    k, n = o["corruptions"].index("contrast"), o["n_shift"]
-    np.testing.assert_array_equal(d["source"], (k * n + np.arange(n)) % o["n_test"])
+    # every corruption corrupts the same n_shift ID test images (a seeded subset, in order)
+    n = o["n_shift"]
+    assert len(d["source"]) == n and len(set(d["source"])) == n and (np.diff(d["source"]) > 0).all()
+    for other in o["corruptions"]:
+        np.testing.assert_array_equal(dict(np.load(files[other]))["source"], d["source"])
     np.testing.assert_array_equal(d["y"], data["test_y"][d["source"]])
+    assert len(set(d["y"])) > 2        # not one class: the digits' test split is sorted by class
     # stronger contrast reduction at higher severity, the same images every time
     spread = d["x"].reshape(len(o["severities"]), -1).astype(float).std(1)
     assert (np.diff(spread) < 0).all()
@@ -154,6 +178,52 @@ def test_shift_rows_pair_clean_and_shifted_images(tiny):
     assert ((ids.pred_adv == ids.label).mean()) == pytest.approx(idrow.robustness)
 
 
+def test_corrupted_rows_carry_the_clean_numbers_of_exactly_their_originals(tiny):
+    """Each corruption row's clean_accuracy / clean_robustness are the model's clean accuracy and
+    ID MM5 robustness on the very test images it corrupts (the ID row's per-image flags); natural
+    rows have none (no originals)."""
+    cfg, data, files, net, _ = tiny
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    rows, preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu")
+    ids = preds[preds["shift"] == "id"].set_index("index")
+    source = dict(np.load(files["contrast"]))["source"]
+    corr = rows[rows.family == "corruption"]
+    assert (corr.clean_accuracy == (ids.pred_clean == ids.label)[source].mean()).all()
+    assert (corr.clean_robustness == (ids.pred_adv == ids.label)[source].mean()).all()
+    x = data["test_x"][source]
+    assert corr.clean_accuracy.iloc[0] == pytest.approx(
+        compute.accuracy(net, x, data["test_y"][source], "cpu"))
+    assert rows[rows.family != "corruption"].clean_accuracy.isna().all()
+
+
+def test_published_cifar10c_pairs_with_the_whole_test_set(tmp_path):
+    """With the published files (oodrb.cifar10c) and the whole test set as the ID split, a
+    corruption's images are the published ones of the same test images our generator would
+    corrupt; files whose labels are not the test set's are refused."""
+    rng = np.random.default_rng(0)
+    n = 20
+    test_x = rng.integers(0, 256, (n, 3, 32, 32), dtype=np.uint8)
+    test_y = rng.integers(0, 10, n)
+    published = rng.integers(0, 256, (5 * n, 32, 32, 3), dtype=np.uint8)
+    np.save(tmp_path / "fog.npy", published)
+    np.save(tmp_path / "labels.npy", np.tile(test_y, 5).astype(np.uint8))
+    o = {"n_shift": 6, "severities": [2, 5], "test_seed": 0, "cifar10c": str(tmp_path),
+         "corruption_seed": 0}
+    d = compute.corruption_data(o, "fog", test_x, test_y)
+    source = compute.corruption_source(o, n)
+    assert len(source) == 6 and (d["source"] == source).all() and (d["y"] == test_y[source]).all()
+    np.testing.assert_array_equal(d["x"][1], published[4 * n + source].transpose(0, 3, 1, 2))
+    # the whole set when n_shift is null (the paper scale)
+    everything = compute.corruption_data({**o, "n_shift": None}, "fog", test_x, test_y)
+    assert (everything["source"] == np.arange(n)).all()
+    # an ID split that is not the whole test set: not paired
+    unpaired = compute.corruption_data(o, "fog", test_x[:10], test_y[:10])
+    assert (unpaired["source"] == -1).all() and len(unpaired["y"]) == 6
+    np.save(tmp_path / "labels.npy", np.tile((test_y + 1) % 10, 5).astype(np.uint8))
+    with pytest.raises(ValueError, match="labels are not those of the CIFAR-10 test images"):
+        compute.corruption_data(o, "fog", test_x, test_y)
+
+
 def test_split_shifts_give_the_rows_of_one_job(tiny, tmp_path):
     """oodrb.split_shifts: each shift scored alone (through its CSVs, as the jobs pass them on)
     and merged gives the rows, flags and predictions of scoring every shift in one job; clean
@@ -172,7 +242,7 @@ def test_split_shifts_give_the_rows_of_one_job(tiny, tmp_path):
         write_csv(tmp_path / f"{shift}-p.csv", preds)
         scored.append((read_table(tmp_path / f"{shift}.csv"), read_table(tmp_path / f"{shift}-p.csv",
                                                                       rows_optional=True)))
-    split, split_preds = compute.shifts(cfg, "pgd-a", net, data, {}, pa, "cpu", scored)
+    split, split_preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu", scored)
     assert list(split.columns) == list(whole.columns)
     for col in ("shift", "family", "severity", "n", "degenerate"):
         assert list(split[col]) == list(whole[col]), col
@@ -205,14 +275,23 @@ def test_threat_rows_lpa_bounded_by_lpips(tiny):
 
 def test_table3_attacks_count_gradients_alike(tiny):
     cfg, data, files, net, _ = tiny
-    rows = compute.attacks(cfg, "pgd-a", net, data, files, "cpu")
+    rows, images = compute.attacks(cfg, "pgd-a", net, data, files, "cpu")
     assert set(rows.attack) == {"pgd", "cw", "aa", "mm5"} and set(rows["shift"]) == {"id", "corruptions"}
     assert rows.robustness.between(0, 1).all()
     pgd = rows[(rows.attack == "pgd") & (rows["shift"] == "id")].iloc[0]
     # PGD: one gradient per image and step, counted by the hook on the model
-    assert pgd.grad_evals == cfg["oodrb"]["table3"]["n"] * cfg["oodrb"]["table3"]["pgd"]["steps"]
-    clean = compute.accuracy(net, data["test_x"][:pgd.n], data["test_y"][:pgd.n], "cpu")
-    assert (rows[rows["shift"] == "id"].robustness <= clean + 1e-12).all()
+    t3 = cfg["oodrb"]["table3"]
+    assert pgd.grad_evals == t3["n"] * t3["pgd"]["steps"]
+    assert pgd.setting == f"{t3['pgd']['steps']} steps of eps/4, no random start"
+    assert rows[rows.attack == "aa"].setting.iloc[0].startswith("standard, SHORTENED (APGD 2 iter")
+    # the per-image flags are the rows' robust accuracies
+    for (shift, attack), r in rows.set_index(["shift", "attack"]).robustness.items():
+        assert images[images["shift"] == shift][f"robust_{attack}"].mean() == pytest.approx(r)
+    ids = images[images["shift"] == "id"]
+    assert len(ids) == t3["n"] and len(set(ids.label)) > 2    # a seeded subset, not one class
+    x, y = compute.table3_sets(cfg, data, files)["id"]
+    assert (ids.label.to_numpy() == y).all()
+    assert (rows[rows["shift"] == "id"].robustness <= compute.accuracy(net, x, y, "cpu") + 1e-12).all()
 
 
 def test_pgd_breaks_an_undefended_linear_model():

@@ -147,11 +147,30 @@ def make_attacks(mm5_gap: float = 0.2, mm5_evals: int = 100) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def make_attack_images(models=TABLE3_MODELS, n: int = 200, broken=(4, 2)) -> pd.DataFrame:
+    """Per model and set, n images robust to AutoAttack on the first half; MM5 breaks broken[k]
+    of those for the k-th model (by turns), and keeps images AA breaks on none."""
+    rows = []
+    for k, model in enumerate(models):
+        for shift in ("id", "corruptions"):
+            aa = np.arange(n) < n // 2
+            mm5 = aa.copy()
+            start = 10 * k   # other images for each model
+            mm5[start:start + broken[k % len(broken)]] = False
+            rows.append(pd.DataFrame({"model": model, "shift": shift, "index": np.arange(n),
+                                      "label": 0, "robust_pgd": aa, "robust_cw": aa,
+                                      "robust_aa": aa, "robust_mm5": mm5}))
+    return pd.concat(rows, ignore_index=True)
+
+
 def make_history() -> pd.DataFrame:
-    return pd.DataFrame([{"model": m, "method": method, "arch": "smallcnn8", "epochs": 3,
-                          "augment": "none", "trades_beta": np.nan, "train_loss": 0.3,
-                          "train_seconds": 12.0, "accuracy": acc / 100}
-                         for m, method, acc, _, _ in zoo()])
+    """One row per epoch, as oodrb_train writes it: model k trains 1 + k % 3 epochs, its loss
+    after epoch e is 1 / e + k / 100."""
+    return pd.DataFrame([{"epoch": e, "train_loss": 1 / e + k / 100, "model": m, "method": method,
+                          "arch": "smallcnn8", "epochs": 1 + k % 3, "augment": "none",
+                          "trades_beta": np.nan, "train_seconds": 12.0, "accuracy": acc / 100}
+                         for k, (m, method, acc, _, _) in enumerate(zoo())
+                         for e in range(1, 2 + k % 3)])
 
 
 def write(root, **frames) -> dict:
@@ -265,6 +284,53 @@ def test_per_shift_averages_corruption_severities_and_orders_shifts():
     assert m.loc["gaussian_noise", "deg_rob"] == pytest.approx(20)
     assert m.loc["gaussian_noise", "log_pa"] == pytest.approx(-2.0)
     assert np.isnan(m.loc["stadv", "accuracy"]) and m.loc["stadv", "deg_rob"] == pytest.approx(50)
+
+
+def test_corruption_rows_are_compared_with_the_clean_images_they_corrupt():
+    """A corrupted row's ID side is the clean accuracy and robustness of its own originals
+    (clean_accuracy / clean_robustness); natural and threat rows, and tables without the
+    columns, fall back to the model's ID row."""
+    t = hand_table()
+    mine = (t.model == "m") & (t.family == "corruption")
+    t.loc[mine, "clean_accuracy"], t.loc[mine, "clean_robustness"] = 0.95, 0.7
+    ps = A.per_shift(t)
+    m = ps[ps.model == "m"].set_index("shift")
+    assert m.loc["gaussian_noise", "id_acc"] == pytest.approx(95)
+    assert m.loc["gaussian_noise", "deg_rob"] == pytest.approx(70 - 40)
+    assert m.loc["gaussian_noise", "matched"] and not m.loc["sklearn_digits", "matched"]
+    assert m.loc["sklearn_digits", "id_rob"] == pytest.approx(60)      # the ID row
+    assert m.loc["stadv", "deg_rob"] == pytest.approx(50)
+    b = ps[ps.model == "b"].set_index("shift")
+    assert b.loc["fog", "id_rob"] == pytest.approx(70) and not b.loc["fog", "matched"]
+    agg = A.aggregate(t).set_index("model").loc["m"]
+    assert agg.rc_clean_rob == pytest.approx(70) and agg.oodd_clean_rob == pytest.approx(65)
+    assert agg.deg_d_rob == pytest.approx(65 - 35) and agg.deg_d_acc == pytest.approx(92.5 - 65)
+    assert agg.deg_t_rob == pytest.approx(60 - 20)
+    assert agg.deg_rob == pytest.approx((65 + 60) / 2 - 27.5)
+    assert agg.id_rob == pytest.approx(60)                          # the ID row itself
+    targets = A.targets(t).set_index(["model", "target"])
+    assert targets.loc[("m", "R_c"), "id_rob"] == pytest.approx(70)
+    assert targets.loc[("m", "OOD_d"), "id_acc"] == pytest.approx(92.5)
+    assert targets.loc[("m", "OOD_t"), "id_rob"] == pytest.approx(60)
+    assert targets.loc[("b", "R_c"), "id_rob"] == pytest.approx(70)  # b's ID robustness
+
+
+def test_fits_of_corruptions_use_the_matched_clean_accuracy():
+    """Each AT model's corrupted accuracy is its originals' clean accuracy - 10 points, and that
+    clean accuracy is unrelated to its accuracy on the whole ID set: the fit ID -> corruption
+    recovers slope 1 and R^2 1 only when its x is the matched clean accuracy."""
+    t = make_shifts()
+    rng = np.random.default_rng(1)
+    clean = {m: rng.uniform(0.5, 0.99) for m in t.model.unique()}
+    rows = t.family == "corruption"
+    t.loc[rows, "clean_accuracy"] = t.loc[rows, "model"].map(clean)
+    t.loc[rows, "clean_robustness"] = t.loc[rows, "model"].map(clean) / 2
+    t.loc[rows, "accuracy"] = t.loc[rows, "clean_accuracy"] - 0.1
+    f = A.fits(t, pairs=("acc-acc",), groups=("AT",)).set_index("target")
+    for name in (*CORRUPTIONS, "R_c"):
+        assert f.loc[name, "slope"] == pytest.approx(1) and f.loc[name, "r2"] == pytest.approx(1)
+    e = A.effective_robustness(t, targets_=("R_c",))
+    assert np.allclose(e[e.metric == "accuracy"].effective, 0, atol=1e-9)
 
 
 def test_bad_tables_are_refused_with_their_reason():
@@ -402,6 +468,32 @@ def test_attack_summary_is_table3():
     assert s.loc["aa", "severities"] == [3] and s.loc["mm5", "models"] == 4
 
 
+def test_the_mm5_aa_gap_and_its_paired_standard_error():
+    """On 200 images, MM5 breaks 4 (model a) or 2 (model b) that AutoAttack leaves robust: per
+    model the gap is the mean per-image difference and its SE sd / sqrt(n); over the models the
+    differences are averaged image by image first."""
+    images = make_attack_images(("a", "b"))
+    g = A.attack_gaps(images).set_index(["attack", "model", "ood"])
+    se = lambda broken, n=200: 100 * np.sqrt((broken - n * (broken / n) ** 2) / (n - 1) / n)  # noqa: E731
+    assert g.loc[("mm5", "a", False), "gap"] == pytest.approx(-2.0)
+    assert g.loc[("mm5", "a", False), "se"] == pytest.approx(se(4))
+    assert g.loc[("mm5", "b", True), "se"] == pytest.approx(se(2))
+    # the mean: -1/2 on images 0-3 (a) and 10-11 (b): sum of squares 1.5, mean -0.015
+    d = np.zeros(200)
+    d[[0, 1, 2, 3, 10, 11]] = -0.5
+    assert 100 * d.std(ddof=1) / np.sqrt(200) == pytest.approx(
+        100 * np.sqrt((1.5 - 200 * 0.015 ** 2) / 199 / 200))
+    assert g.loc[("mm5", "mean", False), "gap"] == pytest.approx(-1.5)
+    assert g.loc[("mm5", "mean", False), "se"] == pytest.approx(100 * d.std(ddof=1) / np.sqrt(200))
+    assert g.loc[("aa", "mean", False), "gap"] == 0 and g.loc[("aa", "mean", False), "se"] == 0
+    attacks = make_attacks().replace({"model": {"at1": "a", "at3": "b"}}).query("model in ['a', 'b']")
+    s = A.attack_summary(attacks, images=images).set_index("attack")
+    assert s.loc["mm5", "se_id"] == pytest.approx(g.loc[("mm5", "mean", False), "se"])
+    m = A.attack_models(attacks, images=images).set_index(["attack", "model"])
+    assert m.loc[("mm5", "b"), "se_ood"] == pytest.approx(se(2))
+    assert np.isnan(A.attack_summary(attacks).se_id).all()      # no flags: no SE
+
+
 # ------------------------------------------------------------------ figures and tables
 def test_every_figure_is_written(tmp_path):
     files = write(tmp_path, shifts=make_shifts(), predictions=make_predictions())
@@ -487,8 +579,31 @@ def test_the_corruption_grid_of_the_foolbox_images(tmp_path):
     assert (got.mean_abs_change > 0).all()
 
 
+def test_table3_prints_the_papers_values_only_beside_the_same_models(tmp_path):
+    paper = list(tables.PAPER_TABLE3)[:4]
+    rename = dict(zip(TABLE3_MODELS, paper))
+    files = write(tmp_path, attacks=make_attacks().replace({"model": rename}),
+                  attack_images=make_attack_images(paper))
+    t3 = tables.table3(files).set_index(["model", "attack"])
+    assert t3.loc[("Wong2020Fast", "MM5"), "paper ID (%)"] == 43.3
+    assert t3.loc[("Huang2020Self", "AutoAttack"), "paper corrupted, severity 3 (%)"] == 31.7
+    means = np.mean([tables.PAPER_TABLE3[m]["mm5"][0] for m in paper])
+    assert t3.loc[("mean", "MM5"), "paper ID (%)"] == pytest.approx(means, abs=0.01)
+    # one model that is not the paper's: no mean of the paper's other models beside ours
+    mixed = write(tmp_path / "mixed", attacks=make_attacks().replace(
+        {"model": {**rename, "at7": "ours"}}), attack_images=make_attack_images(paper))
+    t3 = tables.table3(mixed).set_index(["model", "attack"])
+    assert np.isnan(t3.loc[("mean", "MM5"), "paper ID (%)"])
+    assert np.isnan(t3.loc[("ours", "MM5"), "paper ID (%)"])
+    # none of them: no paper column at all
+    ours = tables.table3(write(tmp_path / "ours", attacks=make_attacks(),
+                               attack_images=make_attack_images()))
+    assert not [c for c in ours.columns if c.startswith("paper")]
+
+
 def test_every_table_has_its_columns(tmp_path):
-    files = write(tmp_path, shifts=make_shifts(), attacks=make_attacks(), history=make_history())
+    files = write(tmp_path, shifts=make_shifts(), attacks=make_attacks(), history=make_history(),
+                  attack_images=make_attack_images())
     t1 = tables.table1(files)
     assert list(t1.columns) == [
         "model", "method", "architecture", "ID accuracy (%)", "OOD_d accuracy (%)",
@@ -496,11 +611,14 @@ def test_every_table_has_its_columns(tmp_path):
         "rank ID", "rank OOD", "rank change", "OOD_d from", "OOD from", "degenerate"]
     assert len(t1) == 13 and not t1.degenerate.any() and t1["rank ID"].iloc[0] == 1 and t1.model.iloc[0] == "at7"
     assert (t1["ID robustness (%)"] == t1["ID robustness (%)"].round(1)).all()
-    t3 = tables.table3(files).set_index("attack")
-    assert list(t3.index) == ["PGD", "CW", "AutoAttack", "MM5"]
-    assert t3.loc["MM5", "minus AA, ID (points)"] == pytest.approx(0.2)
-    assert t3.loc["MM5", "paper ID (%)"] == pytest.approx(51.7)
-    assert t3.loc["AutoAttack", "grad evals per image (ID)"] == 600
+    t3 = tables.table3(files)
+    assert list(t3.model) == [m for m in (*TABLE3_MODELS, "mean") for _ in range(4)]
+    assert list(t3.attack[:4]) == ["PGD", "CW", "AutoAttack", "MM5"]
+    t3 = t3.set_index(["model", "attack"])
+    assert t3.loc[("mean", "MM5"), "minus AA, ID (points)"] == pytest.approx(0.2)
+    assert t3.loc[("at1", "MM5"), "SE, ID (points)"] > 0
+    assert t3.loc[("mean", "AutoAttack"), "grad evals per image (ID)"] == 600
+    assert t3.loc[("mean", "MM5"), "models"] == 4 and t3.loc[("at1", "MM5"), "ID images"] == 100
     f = tables.fits(files)
     assert {"shift", "group", "pair", "n", "slope", "intercept", "R^2", "upper limit (%)",
             "left out (acc + rob < 110)", "filtered"} <= set(f.columns)
@@ -515,6 +633,14 @@ def test_every_table_has_its_columns(tmp_path):
     assert zoo_table["ID test accuracy (%)"].iloc[0] == pytest.approx(95.0)
 
 
+def test_models_table_has_one_row_per_model_with_its_last_epochs_loss(tmp_path):
+    files = write(tmp_path, history=make_history())
+    zoo_table = tables.models(files)
+    assert list(zoo_table.model) == [m for m, *_ in zoo()]
+    last = {m: 1 / (1 + k % 3) + k / 100 for k, (m, *_) in enumerate(zoo())}
+    assert zoo_table.set_index("model")["final loss"].to_dict() == pytest.approx(last)
+
+
 # ------------------------------------------------------------------ claims
 OODRB_CLAIMS = claims.load(["pabench.experiments.oodrb.claims"])
 
@@ -522,7 +648,8 @@ OODRB_CLAIMS = claims.load(["pabench.experiments.oodrb.claims"])
 def claim_tables(shift_changes=None, predictions=None, attacks=None) -> dict:
     return {"oodrb_shifts": make_shifts(shift_changes),
             "oodrb_predictions": make_predictions() if predictions is None else predictions,
-            "oodrb_attacks": make_attacks() if attacks is None else attacks}
+            "oodrb_attacks": make_attacks() if attacks is None else attacks,
+            "oodrb_attack_images": make_attack_images(broken=(0, 1))}
 
 
 def verdicts(tables_: dict, only=None) -> pd.DataFrame:
@@ -560,7 +687,8 @@ def test_claims_without_enough_models_are_not_evaluated():
     few = make_shifts()
     few = few[few.model.isin(["at0", "at1", "st0"])]           # two AT models, one ST
     got = verdicts({"oodrb_shifts": few, "oodrb_predictions": make_predictions(),
-                    "oodrb_attacks": make_attacks().query("attack != 'mm5'")})
+                    "oodrb_attacks": make_attacks().query("attack != 'mm5'"),
+                    "oodrb_attack_images": make_attack_images()})
     for cid in ("oodrb-higher-id-more-degradation", "oodrb-linear-dataset-shift",
                 "oodrb-at-more-linear-corruptions", "oodrb-lp-threats-linear",
                 "oodrb-stadv-less-linear", "oodrb-upper-limit-below-100",

@@ -66,4 +66,6 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
         assert int(counts.get(rule, 0)) >= 1, (rule, counts)
     assert int(counts["oodrb_shifts"]) == 3 + 3   # the three RobustBench and three ST models
     assert int(counts["oodrb_published"]) == 3 and "oodrb_train" not in counts
+    # Table 3: one of them, and one of the paper's Table 3 models outside the list (attacks alone)
+    assert int(counts["oodrb_attacks"]) == 2
     assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts

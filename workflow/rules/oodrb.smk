@@ -6,7 +6,7 @@ import re
 from pabench.core import paths, resources
 from pabench.experiments.oodrb import plan as oodrb
 
-OODRB_MODELS = "|".join(map(re.escape, oodrb.models(config))) or "^$"
+OODRB_MODELS = "|".join(map(re.escape, oodrb.models(config) + oodrb.table3_only(config))) or "^$"
 OODRB_TRAINED = "|".join(map(re.escape, oodrb.trained(config))) or "^$"
 OODRB_PUBLISHED = "|".join(map(re.escape, oodrb.published(config))) or "^$"
 OODRB_SHIFTS = "|".join(map(re.escape, oodrb.shifts(config))) or "^$"
@@ -107,7 +107,7 @@ rule oodrb_published:
 
 
 # One rule per evaluation of a model (oodrb_shifts also writes the threat shifts and Figure 5's
-# predictions).
+# predictions, oodrb_attacks each image's robust flags).
 for kind in oodrb.RESULTS:
 
     rule:
@@ -119,10 +119,13 @@ for kind in oodrb.RESULTS:
             # oodrb_shifts with split_shifts: every shift's scores from its own job below
             shifts=((lambda wc: oodrb.shift_inputs(config, wc.dataset, wc.oodrb_model))
                     if kind == "shifts" else list(oodrb.shift_files(config).values())),
+            # every shift's images (split_shifts: read for the originals each corruption corrupts)
+            shift_data=list(oodrb.shift_files(config).values()),
         output:
             table=paths.oodrb_file(kind),
             **({"threats": paths.oodrb_file("threats"),
-                "predictions": paths.oodrb_file("predictions")} if kind == "shifts" else {}),
+                "predictions": paths.oodrb_file("predictions")} if kind == "shifts" else
+               {"images": paths.oodrb_file("attack_images")}),
         params:
             experiment="oodrb",
             kind=kind,

@@ -1,7 +1,7 @@
 """Rules oodrb_shifts, oodrb_shift_scores and oodrb_attacks: one evaluation of one model (the
 rule's `kind`), written as one CSV (oodrb_shifts also writes the threat shifts and the per-image
 predictions; oodrb_shift_scores, one shift's scores and predictions, which oodrb_shifts then reads
-instead of attacking that shift itself)."""
+instead of attacking that shift itself; oodrb_attacks also each image's robust flags)."""
 from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
 import torch
 
@@ -26,7 +26,7 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         write_csv(smk.output.predictions, predictions)
     elif kind == "shifts":
         split = plan.split_shifts(config)
-        shift_files = {} if split else dict(zip(plan.shifts(config), smk.input.shifts))
+        shift_files = dict(zip(plan.shifts(config), smk.input.shift_data))
         # (a shift's predictions: none but the header for a corruption)
         scored = ([(read_table(a), read_table(b, rows_optional=True)) for a, b in
                    zip(smk.input.shifts[::2], smk.input.shifts[1::2])] if split else None)
@@ -42,7 +42,8 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
         write_csv(smk.output.threats, threats)
         run.log_table("threats", threats)
     else:
-        shift_files = dict(zip(plan.shifts(config), smk.input.shifts))
-        table = compute.attacks(config, name, model, data, shift_files, device)
+        shift_files = dict(zip(plan.shifts(config), smk.input.shift_data))
+        table, images = compute.attacks(config, name, model, data, shift_files, device)
+        write_csv(smk.output.images, images)
     write_csv(smk.output.table, table)
     run.log_table(kind, table)

@@ -332,7 +332,7 @@ def oodrb_data(dataset="{dataset}", shift="{shift}") -> str:
 
 def oodrb_file(kind: str, dataset="{dataset}", model="{oodrb_model}") -> str:
     """One model's file of the given kind: "models" (.pt weights), "history" (training),
-    "shifts", "threats", "attacks", "predictions" (.csv)."""
+    "shifts", "threats", "attacks", "attack_images", "predictions" (.csv)."""
     ext = ".pt" if kind == "models" else ".csv"
     return f"data/oodrb/{kind}/{dataset}/{model}{ext}"
 

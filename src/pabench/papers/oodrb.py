@@ -43,6 +43,9 @@ def _meta(config: dict, **extra) -> dict:
             "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
                                                   f"({o['mm5']['steps']} iterations per target)",
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
+            "ID side of a shift": ("a corruption's: the clean accuracy and robustness of the ID "
+                                   "test images it corrupts (one set for every corruption and "
+                                   "severity); a natural or threat shift's: the ID test set"),
             "images per natural shift": o["n_natural"],
             "dataset shifts": shift_note,
             "threat shifts": ", ".join(f"{n} ({t['kind']} {t['eps']:g})"
@@ -50,6 +53,20 @@ def _meta(config: dict, **extra) -> dict:
                              + "".join(f"; {note}" for note in (plan.lpips_note(config),
                                                                 plan.skip_note(config)) if note),
             **extra}
+
+
+def _table3_meta(config: dict) -> dict:
+    from pabench.experiments.oodrb.tables import PAPER_TABLE3
+
+    t3 = _o(config)["table3"]
+    ours = [m for m in t3["models"] if m in PAPER_TABLE3]
+    paper = (f"the paper's values beside the same RobustBench ids ({', '.join(ours)})" if ours else
+             "none of these models is among the paper's Table 3 models (RobustBench "
+             f"{', '.join(PAPER_TABLE3)}; Appendix B of the paper), so no paper value is printed")
+    return _meta(config, models=t3["models"], images=t3["n"], severity=t3["severity"],
+                 **{a: plan.attack_setting(config, a) for a in ("pgd", "cw")},
+                 autoattack=plan.attack_setting(config, "aa"),
+                 mm5=plan.attack_setting(config, "mm5"), paper=paper)
 
 
 FIT_NOTE = ("fits over the adversarially trained (AT) models with accuracy + robustness >= 110 %, "
@@ -68,8 +85,10 @@ ENTRIES = (
           "fitted line (" + FIT_NOTE + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-linear-dataset-shift",)),
     Entry(P, "fig2", f"{FIGURES}:fig2", "oodrb",
-          "Figure 2: degradation (ID - OOD) of accuracy and robustness per shift over the AT "
-          "models (box plots; corruptions averaged over severities)", inputs=_table("shifts"),
+          "Figure 2: degradation (clean - OOD: a corruption against its own clean images, a "
+          "natural or threat shift against the ID test set) of accuracy and robustness per shift "
+          "over the AT models (box plots; corruptions averaged over severities)",
+          inputs=_table("shifts"),
           meta=_meta, claims=("oodrb-degradation-dataset-shift", "oodrb-degradation-threat-shift")),
     Entry(P, "fig3", f"{FIGURES}:fig3", "oodrb",
           "Figure 3: R^2 of the linear fit ID -> OOD per dataset shift, standardly trained (ST, "
@@ -95,14 +114,12 @@ ENTRIES = (
           claims=("oodrb-upper-limit-below-100", "oodrb-robustness-converts-worse")),
     Entry(P, "table3", f"{TABLES}:table3", "oodrb",
           "Table 3: robust accuracy under PGD (cross-entropy, no random start), CW (PGD on the "
-          "CW margin), AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square) and MM5 on the same "
-          "models and images, ID and on corrupted images at one severity drawn across the "
-          "corruptions in turn; gradient evaluations per image counted on the model",
-          kind="table", inputs=_table("attacks"),
-          meta=lambda c: _meta(c, models=_o(c)["table3"]["models"], images=_o(c)["table3"]["n"],
-                               severity=_o(c)["table3"]["severity"],
-                               pgd=_o(c)["table3"]["pgd"], cw=_o(c)["table3"]["cw"],
-                               autoattack=_o(c)["table3"]["aa"]),
+          "CW margin), AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square; `autoattack` says "
+          "whether at its default iterations) and MM5 on the same models and images, ID and on "
+          "corrupted images at one severity drawn across the corruptions in turn, per model and "
+          "the mean over the models; each attack's gap to AutoAttack with its standard error "
+          "from the per-image differences (paired); gradient evaluations per image counted on "
+          "the model", kind="table", inputs=_table("attacks", "attack_images"), meta=_table3_meta,
           enabled=lambda c: bool(plan.table3_models(c)),
           claims=("oodrb-mm5-comparable-to-autoattack",)),
     Entry(P, "grid", f"{FIGURES}:grid", "oodrb",
@@ -152,6 +169,7 @@ def _claim_tables(config: dict) -> dict:
               "oodrb_predictions": paths.oodrb_table("predictions")}
     if plan.table3_models(config):  # Table 3's attacks run only then
         tables["oodrb_attacks"] = paths.oodrb_table("attacks")
+        tables["oodrb_attack_images"] = paths.oodrb_table("attack_images")
     return tables
 
 

@@ -8,7 +8,14 @@ Inputs (stacked over models, see the compute side):
 - `shifts`: one row per (model, shift, severity); family id | corruption | natural | threat;
   accuracy and robustness in [0, 1] (accuracy NaN on threat rows), log_pa / log_pa_adam (clean vs
   shifted logits for corruption rows, NaN for natural rows; clean vs adversarial for id and threat
-  rows).
+  rows); optional clean_accuracy / clean_robustness: on a corruption row, those of exactly the
+  clean images it corrupts.
+
+The ID side of every shift (its degradation, and x in its ID -> OOD fit) is the clean accuracy and
+robustness of the images the shift was made from: a corruption row's own originals where the
+table has them, else the model's ID row (natural shifts have no originals and are compared with
+the ID test set, as in the paper; threat shifts attack the ID test images themselves).  At the
+paper scale every corruption corrupts the whole ID test set, and the two are the same.
 - `predictions`: one row per (model, shift, image index): label, pred_clean, pred_adv.
 - `attacks`: one row per (model, attack, shift, severity): robustness, grad_evals, seconds.
 
@@ -60,8 +67,11 @@ MIN_FIT_MODELS = 3
 PAIRS = {"acc-acc": ("id_acc", "accuracy"), "rob-rob": ("id_rob", "robustness"),
          "acc-rob": ("id_acc", "robustness"), "rob-acc": ("id_rob", "accuracy")}
 # Aggregate targets of the fits: (name, family, accuracy column, robustness column of aggregate).
+# The ID side of each (`aggregate`'s {name}_clean_acc / _rob): the same mean over the clean
+# counterparts of its rows.
 AGGREGATES = (("OOD_d", "dataset", "oodd_acc", "oodd_rob"), ("R_n", "natural", "rn_acc", "rn_rob"),
               ("R_c", "corruption", "rc_acc", "rc_rob"), ("OOD_t", "threat", None, "oodt_rob"))
+CLEAN = ("clean_accuracy", "clean_robustness")
 REQUIRED = ("model", "method", "shift", "family", "severity", "accuracy", "robustness")
 MODEL_COLUMNS = ("model", "method", "adversarial", "arch", "epochs", "augment", "trades_beta")
 PA_MEASURES = {"log_pa": "log PA (exact)", "log_pa_adam": "log PA (adam)"}
@@ -128,7 +138,7 @@ def check_shifts(shifts: pd.DataFrame) -> pd.DataFrame:
         derived[known] = _as_bool(s.adversarial[known])
     s["adversarial"] = derived.astype(bool)
     s["severity"] = s.severity.astype(int)
-    for column in ("log_pa", "log_pa_adam"):
+    for column in ("log_pa", "log_pa_adam", *CLEAN):
         if column not in s.columns:
             s[column] = np.nan
     # one flag per model (a table written before the flag existed: none flagged)
@@ -198,17 +208,28 @@ def _basis(a: pd.Series, b: pd.Series, names: tuple[str, str]) -> pd.Series:
     return pd.Series(text, index=a.index)
 
 
+def with_clean(s: pd.DataFrame) -> pd.DataFrame:
+    """The checked table (percent or fractions alike) with `clean_acc` / `clean_rob`: each row's
+    ID side, its clean_accuracy / clean_robustness where known, else its model's ID row's."""
+    ids = s[s.family == "id"].groupby("model")[["accuracy", "robustness"]].mean()
+    return s.assign(clean_acc=s.clean_accuracy.fillna(s.model.map(ids.accuracy)),
+                    clean_rob=s.clean_robustness.fillna(s.model.map(ids.robustness)))
+
+
 def aggregate(shifts: pd.DataFrame) -> pd.DataFrame:
     """Per model (percent): ID accuracy and robustness; R_c (mean over corruption x severity rows,
     Eq. 1), R_n (mean over natural shifts, Eq. 2), OOD_d = (R_c + R_n) / 2 (Eq. 3; R_c alone when
     no natural shift was run, said in `oodd_basis`), OOD_t (mean robustness over threat shifts),
     OOD = mean(OOD_d robustness, OOD_t) (either alone when the other is missing: `ood_basis`),
     for accuracy and robustness where defined (threat shifts have no accuracy: OOD accuracy is
-    OOD_d accuracy); degradation = ID - OOD; ranks (1 = best, ties share the best rank) by ID
-    robustness and by OOD robustness, rank_change = rank_id - rank_ood (> 0: moves up); the mean
-    log PA of the id, corruption and threat rows."""
-    s = check_shifts(shifts)
-    s = s.assign(accuracy=100 * s.accuracy.astype(float), robustness=100 * s.robustness.astype(float))
+    OOD_d accuracy); beside each, its ID side `*_clean_acc` / `*_clean_rob` (the same mean over
+    the rows' clean counterparts: see the module docstring); degradation = that ID side - OOD;
+    ranks (1 = best, ties share the best rank) by ID robustness and by OOD robustness,
+    rank_change = rank_id - rank_ood (> 0: moves up); the mean log PA of the id, corruption and
+    threat rows."""
+    s = with_clean(check_shifts(shifts))
+    s = s.assign(**{c: 100 * s[c].astype(float)
+                    for c in ("accuracy", "robustness", "clean_acc", "clean_rob")})
     out = models_of(s).set_index("model")
 
     def mean(family: str, column: str) -> pd.Series:
@@ -217,18 +238,26 @@ def aggregate(shifts: pd.DataFrame) -> pd.DataFrame:
     for name, family in (("id", "id"), ("rc", "corruption"), ("rn", "natural")):
         out[f"{name}_acc"] = mean(family, "accuracy")
         out[f"{name}_rob"] = mean(family, "robustness")
-    out["oodd_acc"] = _both_or_one(out.rc_acc, out.rn_acc)
-    out["oodd_rob"] = _both_or_one(out.rc_rob, out.rn_rob)
+    for name, family in (("rc", "corruption"), ("rn", "natural"), ("oodt", "threat")):
+        out[f"{name}_clean_acc"] = mean(family, "clean_acc")
+        out[f"{name}_clean_rob"] = mean(family, "clean_rob")
+    for metric in ("acc", "rob"):
+        out[f"oodd_{metric}"] = _both_or_one(out[f"rc_{metric}"], out[f"rn_{metric}"])
+        out[f"oodd_clean_{metric}"] = _both_or_one(out[f"rc_clean_{metric}"],
+                                                   out[f"rn_clean_{metric}"])
     out["oodd_basis"] = _basis(out.rc_rob, out.rn_rob, ("corruptions", "natural shifts"))
     out["oodt_rob"] = mean("threat", "robustness")
     out["ood_acc"] = out.oodd_acc
+    out["ood_clean_acc"] = out.oodd_clean_acc
     out["ood_rob"] = _both_or_one(out.oodd_rob, out.oodt_rob)
+    out["ood_clean_rob"] = _both_or_one(out.oodd_clean_rob.where(out.oodd_rob.notna()),
+                                        out.oodt_clean_rob.where(out.oodt_rob.notna()))
     out["ood_basis"] = _basis(out.oodd_rob, out.oodt_rob, ("OOD_d", "OOD_t"))
-    out["deg_d_acc"] = out.id_acc - out.oodd_acc
-    out["deg_d_rob"] = out.id_rob - out.oodd_rob
-    out["deg_t_rob"] = out.id_rob - out.oodt_rob
-    out["deg_acc"] = out.id_acc - out.ood_acc
-    out["deg_rob"] = out.id_rob - out.ood_rob
+    out["deg_d_acc"] = out.oodd_clean_acc - out.oodd_acc
+    out["deg_d_rob"] = out.oodd_clean_rob - out.oodd_rob
+    out["deg_t_rob"] = out.oodt_clean_rob - out.oodt_rob
+    out["deg_acc"] = out.ood_clean_acc - out.ood_acc
+    out["deg_rob"] = out.ood_clean_rob - out.ood_rob
     out["rank_id"] = out.id_rob.rank(ascending=False, method="min").astype("Int64")
     out["rank_ood"] = out.ood_rob.rank(ascending=False, method="min").astype("Int64")
     out["rank_change"] = out.rank_id - out.rank_ood
@@ -243,23 +272,24 @@ def aggregate(shifts: pd.DataFrame) -> pd.DataFrame:
 
 def per_shift(shifts: pd.DataFrame, agg: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model and non-ID shift (percent; corruptions averaged over their severities):
-    accuracy, robustness, mean log PA (exact, adam), the severities averaged, the model's ID
-    accuracy and robustness, and the degradation ID - shift of each.  `agg`: the table's
-    `aggregate`, when already computed."""
-    s = check_shifts(shifts)
+    accuracy, robustness, mean log PA (exact, adam), the severities averaged, the shift's ID side
+    id_acc / id_rob (the clean accuracy and robustness of its own originals where known, else the
+    model's ID values: `matched` says which), and the degradation ID side - shift of each.  `agg`:
+    the table's `aggregate`, when already computed."""
+    s = with_clean(check_shifts(shifts))
     ood = s[s.family != "id"]
     order = shift_order(ood)
     g = ood.groupby(["model", "shift"], sort=False).agg(
         family=("family", "first"), accuracy=("accuracy", "mean"), robustness=("robustness", "mean"),
         log_pa=("log_pa", "mean"), log_pa_adam=("log_pa_adam", "mean"),
-        severities=("severity", "nunique")).reset_index()
-    g["accuracy"] *= 100
-    g["robustness"] *= 100
+        severities=("severity", "nunique"), id_acc=("clean_acc", "mean"),
+        id_rob=("clean_rob", "mean"), matched=("clean_robustness", lambda v: v.notna().all())
+    ).reset_index()
+    for column in ("accuracy", "robustness", "id_acc", "id_rob"):
+        g[column] *= 100
     agg = (aggregate(s) if agg is None else agg).set_index("model")
     g = models_of(s).merge(g, on="model", how="inner")
     g["label"] = g["shift"].map(label)
-    g["id_acc"] = g.model.map(agg.id_acc)
-    g["id_rob"] = g.model.map(agg.id_rob)
     g["deg_acc"] = g.id_acc - g.accuracy
     g["deg_rob"] = g.id_rob - g.robustness
     rank = {name: k for k, name in enumerate(order)}
@@ -320,17 +350,21 @@ def fit_models(agg: pd.DataFrame, group: str, min_total: float | None = MIN_TOTA
 
 def targets(shifts: pd.DataFrame, agg: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model and OOD target (every non-ID shift and the aggregates OOD_d, R_n, R_c, OOD_t):
-    accuracy and robustness in percent, the model's ID values and group."""
+    accuracy and robustness in percent, the target's ID side id_acc / id_rob (see the module
+    docstring) and the model's group."""
     agg = aggregate(shifts) if agg is None else agg
     ps = per_shift(shifts, agg)
     rows = [ps.assign(target=ps["shift"], aggregate=False)[
-        ["model", "target", "family", "aggregate", "accuracy", "robustness"]]]
+        ["model", "target", "family", "aggregate", "accuracy", "robustness", "id_acc", "id_rob"]]]
     for name, family, acc, rob in AGGREGATES:
+        prefix = rob.removesuffix("_rob")
         rows.append(pd.DataFrame({"model": agg.model, "target": name, "family": family,
                                   "aggregate": True,
-                                  "accuracy": agg[acc] if acc else np.nan, "robustness": agg[rob]}))
+                                  "accuracy": agg[acc] if acc else np.nan, "robustness": agg[rob],
+                                  "id_acc": agg[f"{prefix}_clean_acc"],
+                                  "id_rob": agg[f"{prefix}_clean_rob"]}))
     t = pd.concat(rows, ignore_index=True)
-    t = t.merge(agg[["model", "method", "adversarial", "id_acc", "id_rob"]], on="model", how="left")
+    t = t.merge(agg[["model", "method", "adversarial"]], on="model", how="left")
     t["label"] = t.target.map(label)
     return t
 
@@ -478,12 +512,48 @@ ATTACKS = ("pgd", "cw", "aa", "mm5")
 ATTACK_LABELS = {"pgd": "PGD", "cw": "CW", "aa": "AutoAttack", "mm5": "MM5"}
 
 
-def attack_summary(attacks: pd.DataFrame, reference: str = "aa") -> pd.DataFrame:
-    """Per attack, averaged over the models it ran on (percent): ID robustness and the robustness
-    under the corruptions (every non-ID row: Table 3 runs one severity), gradient evaluations per
-    image (grad_evals / n when the table has an `n` column, else grad_evals as given), seconds,
-    and the mean over models of (this attack - `reference`) robustness, ID and OOD (paired: only
-    models that ran both)."""
+def _attack_order(names) -> list[str]:
+    names = set(names)
+    return [x for x in ATTACKS if x in names] + sorted(names - set(ATTACKS))
+
+
+def attack_gaps(images: pd.DataFrame, reference: str = "aa") -> pd.DataFrame:
+    """The paired gap (this attack - `reference`) in robust accuracy, percentage points, from the
+    per-image robust flags (`robust_<attack>` columns; one row per model, set and image): per
+    attack, set (ood: not the ID images) and model, the mean of the per-image differences and its
+    standard error sd / sqrt(n); and per attack and set over the models (model "mean"), the
+    difference averaged over the models image by image first (the models ran the same images),
+    then the same two numbers over the images that every model ran."""
+    attacks = [c.removeprefix("robust_") for c in images.columns if c.startswith("robust_")]
+    if reference not in attacks:
+        raise ValueError(f"attack images table: no robust_{reference} column")
+    im = images.assign(ood=images["shift"] != "id")
+    rows = []
+
+    def add(attack, model, ood, d):
+        d = np.asarray(d, dtype=float)
+        rows.append({"attack": attack, "model": model, "ood": ood, "n": len(d),
+                     "gap": 100 * d.mean() if len(d) else np.nan,
+                     "se": 100 * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else np.nan})
+
+    for attack in _attack_order(attacks):
+        diff = im[f"robust_{attack}"].astype(float) - im[f"robust_{reference}"].astype(float)
+        im = im.assign(d=diff)
+        for ood, g in im.groupby("ood"):
+            for model, m in g.groupby("model", sort=False):
+                add(attack, model, ood, m.d)
+            per_image = g.pivot_table(index=["shift", "index"], columns="model", values="d")
+            add(attack, "mean", ood, per_image.dropna().mean(axis=1))
+    return pd.DataFrame(rows, columns=["attack", "model", "ood", "n", "gap", "se"])
+
+
+def attack_models(attacks: pd.DataFrame, reference: str = "aa",
+                  images: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per attack and model (percent): ID robustness and the robustness under the corruptions
+    (every non-ID row: Table 3 runs one severity), images, gradient evaluations per image
+    (grad_evals / n when the table has an `n` column, else grad_evals as given), seconds, the
+    attack's `setting`, and this attack - `reference` robustness, ID and OOD, with the paired
+    per-image standard error of that gap where `images` (attack_gaps) is given."""
     missing = [c for c in ("model", "attack", "shift", "robustness") if c not in attacks.columns]
     if missing:
         raise ValueError(f"attacks table: missing columns {missing}")
@@ -491,34 +561,69 @@ def attack_summary(attacks: pd.DataFrame, reference: str = "aa") -> pd.DataFrame
                        ood=attacks["shift"] != "id")
     evals = a.grad_evals.astype(float) if "grad_evals" in a else pd.Series(np.nan, index=a.index)
     a["evals"] = evals / a.n.astype(float) if "n" in a else evals
-    if "seconds" not in a:
-        a["seconds"] = np.nan
+    for column in ("seconds", "n"):
+        if column not in a:
+            a[column] = np.nan
+    if "setting" not in a:
+        a["setting"] = ""
     # Per model and attack: ID, and the mean over the corruption rows.
-    per = a.groupby(["attack", "model", "ood"]).agg(robustness=("robustness", "mean"),
-                                                    evals=("evals", "mean"),
-                                                    seconds=("seconds", "mean")).reset_index()
+    per = a.groupby(["attack", "model", "ood"], sort=False).agg(
+        robustness=("robustness", "mean"), evals=("evals", "mean"), seconds=("seconds", "mean"),
+        n=("n", "sum")).reset_index()
     wide = per.pivot_table(index=["attack", "model"], columns="ood",
-                           values=["robustness", "evals", "seconds"])
+                           values=["robustness", "evals", "seconds", "n"], sort=False)
     wide.columns = [f"{v}_{'ood' if o else 'id'}" for v, o in wide.columns]
     wide = wide.reset_index()
-    for column in ("robustness_id", "robustness_ood", "evals_id", "evals_ood", "seconds_id",
-                   "seconds_ood"):
-        if column not in wide:
-            wide[column] = np.nan
+    for column in ("robustness", "evals", "seconds", "n"):
+        for side in ("id", "ood"):
+            if f"{column}_{side}" not in wide:
+                wide[f"{column}_{side}"] = np.nan
     ref = wide[wide.attack == reference].set_index("model")
-    wide["gap_id"] = wide.robustness_id - wide.model.map(ref.robustness_id)
-    wide["gap_ood"] = wide.robustness_ood - wide.model.map(ref.robustness_ood)
-    severities = sorted(int(s) for s in a[a.ood].severity.unique()) if "severity" in a else []
-    order = [x for x in ATTACKS if x in set(wide.attack)] + sorted(set(wide.attack) - set(ATTACKS))
+    for side in ("id", "ood"):
+        wide[f"gap_{side}"] = wide[f"robustness_{side}"] - wide.model.map(ref[f"robustness_{side}"])
+        wide[f"se_{side}"] = np.nan
+    if images is not None and len(images):
+        g = attack_gaps(images, reference)
+        g = g[g.model != "mean"].set_index(["attack", "model", "ood"])
+        for side, ood in (("id", False), ("ood", True)):
+            keys = list(zip(wide.attack, wide.model, [ood] * len(wide)))
+            wide[f"se_{side}"] = [g.se.get(k, np.nan) for k in keys]
+    settings = a.drop_duplicates(["attack", "model"]).set_index(["attack", "model"]).setting
+    wide["setting"] = [settings.get((x, m), "") for x, m in zip(wide.attack, wide.model)]
+    wide["label"] = wide.attack.map(lambda x: ATTACK_LABELS.get(x, x))
+    order = {x: k for k, x in enumerate(_attack_order(wide.attack))}
+    models = {m: k for k, m in enumerate(dict.fromkeys(attacks.model))}
+    return (wide.assign(_a=wide.attack.map(order), _m=wide.model.map(models))
+            .sort_values(["_m", "_a"]).drop(columns=["_a", "_m"]).reset_index(drop=True))
+
+
+def attack_summary(attacks: pd.DataFrame, reference: str = "aa",
+                   images: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per attack, averaged over the models it ran on (percent): attack_models' columns (ID and
+    OOD robustness, gradient evaluations per image, seconds) and the mean over models of (this
+    attack - `reference`) robustness, ID and OOD (paired: only models that ran both), with its
+    standard error from the per-image flags where `images` is given (attack_gaps, model
+    "mean")."""
+    wide = attack_models(attacks, reference)
+    a = attacks
+    severities = (sorted(int(s) for s in a[a["shift"] != "id"].severity.unique())
+                  if "severity" in a else [])
+    gaps = (attack_gaps(images, reference).query("model == 'mean'").set_index(["attack", "ood"])
+            if images is not None and len(images) else None)
     rows = []
-    for attack in order:
+    for attack in _attack_order(wide.attack):
         w = wide[wide.attack == attack]
+        se = {side: (gaps.se.get((attack, ood), np.nan) if gaps is not None else np.nan)
+              for side, ood in (("id", False), ("ood", True))}
         rows.append({"attack": attack, "label": ATTACK_LABELS.get(attack, attack),
-                     "models": w.model.nunique(), "id_robustness": w.robustness_id.mean(),
+                     "models": w.model.nunique(), "setting": w.setting.iloc[0],
+                     "id_robustness": w.robustness_id.mean(),
                      "ood_robustness": w.robustness_ood.mean(), "severities": severities,
+                     "n_id": w.n_id.mean(), "n_ood": w.n_ood.mean(),
                      "grad_evals_id": w.evals_id.mean(), "grad_evals_ood": w.evals_ood.mean(),
                      "seconds_id": w.seconds_id.mean(), "seconds_ood": w.seconds_ood.mean(),
                      "gap_id": w.gap_id.mean(), "gap_ood": w.gap_ood.mean(),
+                     "se_id": se["id"], "se_ood": se["ood"],
                      "gap_models": int(w.gap_id.notna().sum())})
     return pd.DataFrame(rows)
 

@@ -35,21 +35,34 @@ def id_data(o: dict) -> dict:
     return {"train_x": train_x, "train_y": train_y, "test_x": test_x, "test_y": test_y}
 
 
+def corruption_source(o: dict, n_test: int) -> np.ndarray:
+    """The positions in the ID test split of the images every corruption corrupts, at every
+    severity: all of them (the paper: the whole test set), or a seeded subset of n_shift in index
+    order.  One set for every corruption, so that each is measured against the clean accuracy and
+    robustness of the same images (and the split, sorted by class on the digits, is not cut into
+    one class per corruption)."""
+    return positions(n_test, o["n_shift"], o["test_seed"] + 3)
+
+
+def positions(n_total: int, n: int | None, seed: int) -> np.ndarray:
+    """n of the positions 0..n_total-1: all of them when n is None or >= n_total, else a seeded
+    subset in index order (the digits' test split is sorted by class: its first n would not do)."""
+    if n is None or n >= n_total:
+        return np.arange(n_total)
+    return np.sort(np.random.default_rng(seed).permutation(n_total)[:n])
+
+
 def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) -> dict:
-    """One corruption at every configured severity: our generator on n_shift ID test images, or
-    the published CIFAR-10-C files (their first n_shift images per severity).  x is
+    """One corruption at every configured severity of the ID test images of `corruption_source`:
+    our generator's, or the published CIFAR-10-C images of the same test images.  x is
     (severities, n, 3, H, W); `source` indexes the clean originals in the ID test split (-1: not
-    in it, so no clean pair for PA)."""
-    n = len(test_x) if o["n_shift"] is None else min(o["n_shift"], len(test_x))
+    in it, so no clean pair for PA and no matched clean accuracy)."""
     severities = list(o["severities"])
-    # Corruption k takes the n test images from position k * n on (wrapping), so that with few
-    # images per corruption the corruptions together still cover the whole ID test split.
-    k = list(o["corruptions"]).index(name) if name in o["corruptions"] else 0
-    source = (k * n + np.arange(n)) % len(test_x)
     if o["corruption_source"] == "published":
         return published_corruption(o, name, test_y)
     from pabench.datasets.corruptions import corrupt
 
+    source = corruption_source(o, len(test_x))
     nhwc = np.ascontiguousarray(test_x[source].transpose(0, 2, 3, 1))
     x = np.stack([corrupt(nhwc, name, s, seed=o["corruption_seed"], index=source)
                   .transpose(0, 3, 1, 2) for s in severities])
@@ -58,23 +71,28 @@ def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) 
 
 
 def published_corruption(o: dict, name: str, test_y: np.ndarray) -> dict:
-    """One corruption of the published CIFAR-10-C (downloaded into cifar10c_root, MD5-checked):
-    the first n_shift images of each configured severity.  They corrupt the 10,000 CIFAR-10 test
-    images in order, so image i pairs with ID image i when the ID split is that whole test set
-    (n_test 10,000, kept in order; its labels must then agree), and with none otherwise."""
+    """One corruption of the published CIFAR-10-C (downloaded into cifar10c_root, MD5-checked).
+    Its images corrupt the 10,000 CIFAR-10 test images in order, so they pair with the ID split
+    only when that is the whole test set (n_test 10,000, kept in order; its labels must then
+    agree): then the images of `corruption_source`, each with its original; otherwise the first
+    n_shift of each severity, unpaired."""
     from pabench.datasets.cifar_shifts import download_cifar10c, load_cifar10c
 
     folder = download_cifar10c(o["cifar10c_root"])
-    parts = [load_cifar10c(folder, name, s, o["n_shift"]) for s in o["severities"]]
+    paired = len(test_y) == 10_000
+    parts = [load_cifar10c(folder, name, s, None if paired else o["n_shift"])
+             for s in o["severities"]]
     y = parts[0][1]
-    source = np.full(len(y), -1)
-    if len(test_y) == 10_000:
-        if not np.array_equal(y, test_y[:len(y)]):
+    if paired:
+        source = keep = corruption_source(o, len(test_y))
+        if not np.array_equal(y[keep], test_y[source]):
             raise ValueError(f"{folder}: the labels of {name} differ from the ID test labels: "
                              "not the CIFAR-10 test set in order, so no image pairs with its "
                              "original")
-        source = np.arange(len(y))
-    return {"x": np.stack([p[0] for p in parts]), "y": y,
+    else:
+        keep = np.arange(len(y))
+        source = np.full(len(y), -1)
+    return {"x": np.stack([np.asarray(p[0][keep]) for p in parts]), "y": y[keep],
             "severities": np.array(o["severities"]), "source": source}
 
 
@@ -213,10 +231,12 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
            scored: list | None = None):
     """ID and every dataset shift for one model: clean accuracy, MM5 robustness at eps, and PA /
     AFR between the clean and the shifted (ID: MM5's adversarial, the first misclassified
-    iterate, the clean image where robust) logits.  Returns the rows and the per-image
-    predictions (clean and adversarial) on the ID set and the natural shifts.  `scored`: the
-    (rows, predictions) of every shift from its own job (oodrb.split_shifts), instead of
-    attacking the shifts here."""
+    iterate, the clean image where robust) logits; on each corrupted row also the clean accuracy
+    and robustness of exactly its originals (`matched_clean`).  Returns the rows and the per-image
+    predictions (clean and adversarial) on the ID set and the natural shifts.  `shift_files`:
+    every dataset shift's images; `scored`: the (rows, predictions) of every shift from its own
+    job (oodrb.split_shifts), instead of attacking the shifts here (the files then give only
+    each corruption's originals)."""
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     x, y = data["test_x"], data["test_y"]
     clean = logits(model, x, device)
@@ -229,11 +249,29 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
     if scored is None:
         scored = [shift_scores(config, name, model, clean, shift_files, pa, device)]
     table = pd.concat([rows, *(r for r, _ in scored)], ignore_index=True)
+    table = matched_clean(table, shift_files, clean.argmax(1) == y, robust)
     # A model near chance on its ID test images, or whose PA is at beta* = 0 for every view, is
     # not evidence (pabench.reporting.degenerate): flagged on all its rows.
     flagged = degenerate.flag(table.accuracy.iloc[0], len(y), clean.shape[1], table.beta)
     return (table.assign(**{degenerate.COLUMN: flagged}),
             pd.concat([*preds, *(p for _, p in scored)], ignore_index=True))
+
+
+def matched_clean(table: pd.DataFrame, shift_files: dict, correct: np.ndarray,
+                  robust: np.ndarray) -> pd.DataFrame:
+    """The rows with `clean_accuracy` and `clean_robustness`: on a corrupted row, the clean
+    accuracy and MM5 robustness (per-image flags `correct` and `robust` on the ID split) of
+    exactly the ID images it corrupts; NaN elsewhere (natural shifts have no originals: they
+    are compared with the whole ID split, as in the paper; ID and threat rows are that split)."""
+    from pabench.core.io import load_npz
+
+    acc, rob = np.full(len(table), np.nan), np.full(len(table), np.nan)
+    for shift, path in shift_files.items():
+        source = load_npz(path, ["source"], only=True)["source"]
+        if len(source) and (source >= 0).all():
+            mine = (table["shift"] == shift).to_numpy() & (table.family == "corruption").to_numpy()
+            acc[mine], rob[mine] = correct[source].mean(), robust[source].mean()
+    return table.assign(clean_accuracy=acc, clean_robustness=rob)
 
 
 def shift_scores(config: dict, name: str, model, clean_id: np.ndarray, shift_files: dict, pa,
@@ -382,7 +420,8 @@ def pgd(model, x: torch.Tensor, y: torch.Tensor, eps: float, steps: int, rel_ste
 
 def autoattack(model, x, y, eps: float, a: dict, device) -> torch.Tensor:
     """AutoAttack's standard version (APGD-CE, APGD-T, FAB-T, Square; pyautoattack, the reference
-    code) with its iteration counts from the config.  Returns the robust flags."""
+    code) with the iteration counts of the config (plan.AA_DEFAULTS: the standard ones).  Returns
+    the robust flags."""
     from pyautoattack import AutoAttack
 
     aa = AutoAttack(model, norm="Linf", eps=eps, version="standard", seed=0, device=device)
@@ -395,15 +434,17 @@ def autoattack(model, x, y, eps: float, a: dict, device) -> torch.Tensor:
         return torch.from_numpy(logits(model, x_adv, device).argmax(1)).to(y.device) == y
 
 
-def attacks(config: dict, name: str, model, data: dict, shift_files: dict, device) -> pd.DataFrame:
-    """Table 3 for one model: PGD, CW, AutoAttack and MM5 at eps on the first table3.n ID test
-    images and on table3.n images at table3.severity drawn across the corruptions in turn (image
-    i from corruption i mod 15), with measured gradient evaluations and seconds."""
+def table3_sets(config: dict, data: dict, shift_files: dict) -> dict:
+    """Table 3's images: {"id": (x, y), "corruptions": (x, y)}.  ID: table3.n ID test images (a
+    seeded subset of the split in index order, all of it when n >= n_test).  Corrupted: table3.n
+    images at table3.severity drawn across the corruptions in turn (image i is corruption
+    i mod C of the corruptions' i // C-th original)."""
     from pabench.core.io import load_npz
 
-    o, spec, t3 = config["oodrb"], plan.zoo(config).get(name, {}), config["oodrb"]["table3"]
-    eps, n = plan.eps_of(config), t3["n"]
-    sets = {"id": (data["test_x"][:n], data["test_y"][:n])}
+    o, t3 = config["oodrb"], config["oodrb"]["table3"]
+    n = t3["n"]
+    keep = positions(len(data["test_y"]), n, o["test_seed"] + 4)
+    sets = {"id": (data["test_x"][keep], data["test_y"][keep])}
     corruptions = [s for s in shift_files if plan.is_corruption(config, s)]
     if corruptions:
         loaded = {c: load_npz(shift_files[c], ["x", "y", "severities"]) for c in corruptions}
@@ -412,16 +453,28 @@ def attacks(config: dict, name: str, model, data: dict, shift_files: dict, devic
         k = {c: list(loaded[c]["severities"]).index(t3["severity"]) for c in corruptions}
         sets["corruptions"] = (np.stack([loaded[c]["x"][k[c]][j] for c, j in picks]),
                                np.array([loaded[c]["y"][j] for c, j in picks]))
-    rows = []
-    for shift, (images, labels) in sets.items():
-        x = as_float(torch.from_numpy(np.ascontiguousarray(images)).to(device))
+    return sets
+
+
+def attacks(config: dict, name: str, model, data: dict, shift_files: dict, device
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 3 for one model: PGD, CW, AutoAttack and MM5 at eps on the images of `table3_sets`,
+    with measured gradient evaluations and seconds.  Returns a row per attack and set, and a row
+    per image and set with every attack's robust flag (for the paired MM5 - AA gap's standard
+    error)."""
+    o, spec, t3 = config["oodrb"], plan.zoo(config).get(name, {}), config["oodrb"]["table3"]
+    eps = plan.eps_of(config)
+    rows, images = [], []
+    for shift, (x_u8, labels) in table3_sets(config, data, shift_files).items():
+        x = as_float(torch.from_numpy(np.ascontiguousarray(x_u8)).to(device))
         y = torch.from_numpy(labels).long().to(device)
+        flags = {}
         for attack in ("pgd", "cw", "aa", "mm5"):
             counter, start = _Counter(model), time.perf_counter()
             try:
                 if attack in ("pgd", "cw"):
                     robust = pgd(model, x, y, eps, t3[attack]["steps"],
-                                 t3[attack].get("rel_stepsize", 0.1), attack)
+                                 plan.table3_step(config, attack), attack)
                 elif attack == "aa":
                     robust = autoattack(model, x, y, eps, t3["aa"], device)
                 else:
@@ -429,11 +482,16 @@ def attacks(config: dict, name: str, model, data: dict, shift_files: dict, devic
                                        o["mm5"]["steps"], batch_size=BATCH).robust
             finally:
                 counter.close()
+            flags[attack] = robust.cpu().numpy().astype(bool)
             rows.append({"model": name, **describe(spec), "attack": attack, "shift": shift,
                          "severity": 0 if shift == "id" else t3["severity"], "n": len(labels),
-                         "robustness": float(robust.float().mean()),
+                         "setting": plan.attack_setting(config, attack),
+                         "robustness": float(flags[attack].mean()),
                          "grad_evals": counter.grad, "forward_evals": counter.forward,
                          "seconds": time.perf_counter() - start})
             log.info("%s %s %s: robust accuracy %.3f, %d gradient evaluations", name, shift,
                      attack, rows[-1]["robustness"], counter.grad)
-    return pd.DataFrame(rows)
+        images.append(pd.DataFrame({"model": name, "shift": shift, "index": np.arange(len(labels)),
+                                    "label": labels,
+                                    **{f"robust_{a}": f for a, f in flags.items()}}))
+    return pd.DataFrame(rows), pd.concat(images, ignore_index=True)

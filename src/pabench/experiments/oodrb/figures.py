@@ -110,8 +110,11 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
     fig, axes = plt.subplots(1, 4, figsize=(12.0, 3.4))
     rows = []
     for ax, (title, names) in zip(axes, panels):
-        d = ps[ps["shift"].isin(names)].groupby("model", sort=False).robustness.mean()
-        d = agg[["model", "method", "adversarial", "id_rob"]].assign(ood_rob=agg.model.map(d))
+        # ID side: the clean robustness of the shifts' own originals (see analysis)
+        d = (ps[ps["shift"].isin(names)].groupby("model", sort=False)[["id_rob", "robustness"]]
+             .mean())
+        d = agg[["model", "method", "adversarial"]].assign(id_rob=agg.model.map(d.id_rob),
+                                                          ood_rob=agg.model.map(d.robustness))
         d = d[d.ood_rob.notna() & d.id_rob.notna()]
         if d.empty:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **NO_DATA)
@@ -157,8 +160,9 @@ def _boxes(ax, values: list, positions, color) -> None:
 
 
 def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
-    """Degradation ID - OOD of accuracy (top) and robustness (bottom), percentage points, per
-    shift and aggregate: box plots over the group's models (quartiles, whiskers 1.5 IQR)."""
+    """Degradation (the shift's clean ID side - OOD, see analysis) of accuracy (top) and
+    robustness (bottom), percentage points, per shift and aggregate: box plots over the group's
+    models (quartiles, whiskers 1.5 IQR)."""
     shifts, meta = _read(inputs, meta)
     t = A.targets(shifts)
     t = A.in_group(t, group)
@@ -179,12 +183,13 @@ def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
         for n, v, p in zip(order, values, range(len(order))):
             _boxes(ax, [v], [p], colors[n])
         ax.axhline(0, color="0.5", lw=0.6)
-        ax.set_ylabel(f"{metric} degradation\nID - OOD (points)")
+        ax.set_ylabel(f"{metric} degradation\nclean - OOD (points)")
         if d.empty:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **NO_DATA)
     _ticks(axes[1], order)
     axes[0].set_title(f"Degradation under distribution shift, {group} models "
-                      f"(n = {t.model.nunique()}); threat shifts have no accuracy", fontsize=8)
+                      f"(n = {t.model.nunique()}); clean: a corruption's own originals, else the "
+                      "ID test set; threat shifts have no accuracy", fontsize=8)
     fig.tight_layout()
     save_figure(fig, *outputs, data.reset_index(drop=True), meta.pop("caption"), meta)
     return data.reset_index(drop=True)

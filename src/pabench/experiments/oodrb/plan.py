@@ -12,9 +12,10 @@ from pabench.core import paths
 # saves a process start and a model load), `attacks` (Table 3's attack comparison).
 RESULTS = ("shifts", "attacks")
 # Stacked tables (rule oodrb_table): `shifts` holds every model's dataset-shift and threat-shift
-# rows (the ID-OOD analysis needs both), then Table 3's attacks, the per-image predictions of
-# Figure 5 and the zoo's training histories.
-TABLES = ("shifts", "attacks", "predictions", "history")
+# rows (the ID-OOD analysis needs both), then Table 3's attacks and their per-image robust flags
+# (oodrb_attacks writes both), the per-image predictions of Figure 5 and the zoo's training
+# histories.
+TABLES = ("shifts", "attacks", "attack_images", "predictions", "history")
 THREAT_KINDS = ("linf", "l2", "stadv", "recolor", "ppgd", "lpa")
 LPIPS_KINDS = ("ppgd", "lpa")  # bounded by an LPIPS network: skipped where oodrb.lpips.weights is none
 # Iterations of the threat attacks that are not MM5 when the config gives none (the paper's)
@@ -150,6 +151,43 @@ def table3_models(config: dict) -> list[str]:
     return list(_o(config)["table3"]["models"])
 
 
+def table3_only(config: dict) -> list[str]:
+    """Table 3's RobustBench models that are not among the evaluated ones (the paper's Table 3
+    models are not all in its Table 1 subset): only their attacks run."""
+    return [m for m in table3_models(config) if m not in models(config)]
+
+
+# Table 3's PGD and CW step, relative to eps, where the config gives none: the authors' eps/4.
+TABLE3_STEP = 0.25
+
+
+def table3_step(config: dict, attack: str) -> float:
+    return float(_o(config)["table3"][attack].get("rel_stepsize", TABLE3_STEP))
+
+
+# AutoAttack's standard version as pyautoattack runs it: APGD-CE and APGD-T iterations, FAB-T
+# iterations, Square queries.
+AA_DEFAULTS = {"apgd_steps": 100, "fab_steps": 100, "square_queries": 5000}
+
+
+def attack_setting(config: dict, attack: str) -> str:
+    """What Table 3's `attack` ran, in words (its caption and table rows)."""
+    t3, o = _o(config)["table3"], _o(config)
+    if attack in ("pgd", "cw"):
+        rel = Fraction(table3_step(config, attack)).limit_denominator(1000)
+        step = f"eps/{rel.denominator}" if rel.numerator == 1 else f"{float(rel):g} eps"
+        return (f"{t3[attack]['steps']} steps of {step}"
+                + (", no random start" if attack == "pgd" else ", CW margin loss"))
+    if attack == "aa":
+        a = t3["aa"]
+        counts = (f"APGD {a['apgd_steps']} iterations, FAB-T {a['fab_steps']}, Square "
+                  f"{a['square_queries']} queries")
+        return (f"standard, default iterations ({counts})" if a == AA_DEFAULTS else
+                f"standard, SHORTENED ({counts}; defaults {AA_DEFAULTS['apgd_steps']}, "
+                f"{AA_DEFAULTS['fab_steps']}, {AA_DEFAULTS['square_queries']})")
+    return f"MM{o['mm5']['n_targets']}, {o['mm5']['steps']} iterations per target"
+
+
 def model_input(config: dict, dataset: str, model: str) -> list[str]:
     """A zoo model's checkpoint (trained, or published and converted); RobustBench models are
     fetched by the job itself (none)."""
@@ -184,6 +222,6 @@ def table_inputs(config: dict, kind: str) -> list[str]:
         return [paths.oodrb_file("history", d, m) for m in trained(config)]
     if kind == "predictions":
         return [paths.oodrb_file("predictions", d, m) for m in models(config)]
-    if kind == "attacks":
+    if kind in ("attacks", "attack_images"):
         return [paths.oodrb_file(kind, d, m) for m in table3_models(config)]
     return [paths.oodrb_file(k, d, m) for m in models(config) for k in ("shifts", "threats")]
