@@ -247,6 +247,22 @@ def test_reference_settings_lower_the_accuracy(digits_model):
     assert rc.robust_accuracy <= _accuracy(net, x[near], y[near]) - 2 / 12
 
 
+def test_matched_lr_keeps_the_reference_step_relative_to_bound_and_run(digits_model):
+    """The reference's Adam rate at its bound and 100 steps; x bound / its bound; x 100 / steps
+    below 100 steps.  With it a shortened run at a 6x bound reaches that bound (ReColorAdv at the
+    reference rate, or that rate x 100 / steps, would stop at a sixth of it)."""
+    assert T.matched_lr("stadv", 0.05, 100) == T.STADV_LR
+    assert T.matched_lr("recolor", 0.06, 100) == T.RECOLOR_LR
+    assert T.matched_lr("recolor", 0.06, 200) == T.RECOLOR_LR   # as the reference on ImageNet
+    assert T.matched_lr("recolor", 0.36, 10) == pytest.approx(0.001 * 6 * 10)
+    assert T.matched_lr("stadv", 0.05, 20) == pytest.approx(0.01 * 5)
+    net, x, y = digits_model
+    eps, steps = 0.36, 10
+    res = recolor_attack(net, x, y, eps=eps, steps=steps, lr=T.matched_lr("recolor", eps, steps),
+                         return_perturbation=True)
+    assert res.perturbation.abs().amax().item() >= 0.9 * eps
+
+
 def _reference_run(name, model, x, y, eps, steps, lr):
     """The mister_ed formulation written out: torch.optim.Adam on
     sum(CW margin + lambda * smoothness(params - identity)), the projection (clip the sampling
