@@ -3,17 +3,18 @@
 Every threat shift of `oodrb.threats` (the quick scale's by default) runs on a few zoo models as
 the workflow runs it (pabench.experiments.oodrb.compute.threat_attack), then
 
-* with twice its steps, as `steps: 2x` in the config would run it (MM5: twice the iterations per
-  target; StAdv and ReColor: twice the steps at threats.matched_lr, i.e. half the Adam rate);
-* StAdv and ReColor: twice the steps at the same Adam rate (the optimisation carried on);
-* MM5: a second random restart (another seed; a point is robust only when both leave it
+* with twice its steps (MM5: twice the iterations per target; StAdv and ReColor: twice the Adam
+  steps at the same rate, i.e. the same optimisation carried on);
+* MM5: with a second random restart (another seed; a point is robust only when both leave it
   correct).  StAdv and ReColor have no random start, as in the reference;
-* StAdv and ReColor: the paper's 100 steps (at matched_lr), for reference.
+* with --paper-attack, StAdv and ReColor as the paper runs them, carried over (100 steps at the
+  reference's Adam step relative to the bound, lr_scale 1), for reference.
 
-Criterion: no 2x variant (steps or restarts) moves robust accuracy by 1 point or more.  The
+Criterion: neither doubling (steps, restarts) moves robust accuracy by 1 point or more.  The
 script prints numbers; it is not a timed test.
 
-    python benchmarks/bench_threats.py [--models pgd-c8 ...] [--n 500] [--config config.yaml ...]
+    python benchmarks/bench_threats.py [--models pgd-c8 ...] [--n 500] [--paper-attack]
+        [--threats l2 ...] [--config config.yaml ...]
 
 Models: the zoo's checkpoints under data/oodrb/models/<dataset>/ (after
 `snakemake --cores 2 oodrb_train`), or, where one is missing, trained here by the workflow's own
@@ -31,7 +32,6 @@ import numpy as np
 import torch
 
 from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial.threats import matched_lr
 from pabench.adversarial.training import as_float
 from pabench.core import config as pabench_config
 from pabench.core import paths
@@ -42,18 +42,19 @@ SCHEMA = Path(__file__).resolve().parents[1] / "workflow/schemas/config.schema.y
 CRITERION = 1.0  # points
 
 
-def variants(t: dict, o: dict) -> dict[str, tuple[dict, dict, float | None]]:
-    """The runs of one threat besides the workflow's own: {label: (threat, oodrb settings, lr)};
+def variants(t: dict, o: dict, paper_attack: bool) -> dict[str, tuple[dict, dict]]:
+    """The runs of one threat besides the workflow's own: {label: (threat, oodrb settings)};
     "2x restarts" is handled apart (a second seed of MM5)."""
-    if t["kind"] in ("linf", "l2"):
-        mm = o["mm5"]
-        return {"2x steps": (t, {**o, "mm5": {**mm, "steps": 2 * mm["steps"]}}, None)}
-    steps = t["steps"]
-    out = {"2x steps": ({**t, "steps": 2 * steps}, o, None),
-           "2x steps, same lr": ({**t, "steps": 2 * steps}, o, matched_lr(t["kind"], t["eps"], steps))}
-    if steps < plan.DEFAULT_STEPS[t["kind"]]:
-        out["paper's steps"] = ({**t, "steps": plan.DEFAULT_STEPS[t["kind"]]}, o, None)
+    if t["kind"] in ("linf", "l2"):   # the threat's own MM5 iterations, or oodrb.mm5's
+        return {"2x steps": ({**t, "steps": 2 * mm_steps(t, o)}, o)}
+    out = {"2x steps": ({**t, "steps": 2 * t["steps"]}, o)}
+    if paper_attack:
+        out["paper's attack"] = ({**t, "steps": plan.DEFAULT_STEPS[t["kind"]], "lr_scale": 1.0}, o)
     return out
+
+
+def mm_steps(t: dict, o: dict) -> int:
+    return t.get("steps", o["mm5"]["steps"])
 
 
 def second_restart(model, x, y, t, o, device) -> np.ndarray:
@@ -61,7 +62,7 @@ def second_restart(model, x, y, t, o, device) -> np.ndarray:
     xf = as_float(torch.from_numpy(x).to(device))
     yt = torch.from_numpy(y).long().to(device)
     r = mm_attack(model, xf, yt, t["eps"], "Linf" if t["kind"] == "linf" else "L2",
-                  o["mm5"]["n_targets"], o["mm5"]["steps"], seed=1, batch_size=compute.BATCH,
+                  o["mm5"]["n_targets"], mm_steps(t, o), seed=1, batch_size=compute.BATCH,
                   early_stop=True)
     return r.robust.cpu().numpy()
 
@@ -83,6 +84,8 @@ def main() -> None:
     p.add_argument("--threats", nargs="+", help="threat names (default: every one that runs)")
     p.add_argument("--n", type=int, default=500, help="test images")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--paper-attack", action="store_true",
+                   help="also run StAdv and ReColor as the paper does (100 steps, lr_scale 1)")
     args = p.parse_args()
     torch.set_num_threads(1)
     config = pabench_config.load(args.config)
@@ -95,8 +98,8 @@ def main() -> None:
     print(f"# Threat attacks at the configured steps vs 2x steps / 2x restarts ({args.config}); "
           f"{len(y)} test images; MM5 {o['mm5']}; {device} "
           f"({platform.processor() or platform.machine()}, 1 thread)")
-    print("| model | threat | eps | steps | robust % | 2x steps | 2x steps, same lr | "
-          "2x restarts | paper's steps | s |")
+    print("| model | threat | eps | steps | lr_scale | robust % | 2x steps | 2x restarts | "
+          "paper's attack | s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     worst: dict[str, float] = {}
     for name in args.models:
@@ -107,18 +110,19 @@ def main() -> None:
             seconds = time.perf_counter() - start
             base = 100 * robust.mean()
             cells = {}
-            for label, (t2, o2, lr) in variants(t, o).items():
-                r = compute.threat_attack(t2, model, x, y, o2, device, lr=lr)[1]
+            for label, (t2, o2) in variants(t, o, args.paper_attack).items():
+                r = compute.threat_attack(t2, model, x, y, o2, device)[1]
                 cells[label] = 100 * r.mean() - base
             if t["kind"] in ("linf", "l2"):
                 cells["2x restarts"] = 100 * (robust & second_restart(model, x, y, t, o, device)
                                               ).mean() - base
-            moved = [abs(v) for k, v in cells.items() if k != "paper's steps"]
+            moved = [abs(v) for k, v in cells.items() if k != "paper's attack"]
             worst[shift] = max(worst.get(shift, 0.0), *moved)
-            cols = ["2x steps", "2x steps, same lr", "2x restarts", "paper's steps"]
-            print(f"| {name} ({source}) | {shift} | {t['eps']:.3g} | {t.get('steps', o['mm5']['steps'])} "
-                  f"| {base:.1f} | " + " | ".join(f"{cells[c]:+.1f}" if c in cells else "-"
-                                                  for c in cols)
+            cols = ["2x steps", "2x restarts", "paper's attack"]
+            steps = (f"MM5 {mm_steps(t, o)}" if t["kind"] in ("linf", "l2") else t["steps"])
+            print(f"| {name} ({source}) | {shift} | {t['eps']:.3g} | {steps} | "
+                  f"{t.get('lr_scale', '-')} | {base:.1f} | "
+                  + " | ".join(f"{cells[c]:+.1f}" if c in cells else "-" for c in cols)
                   + f" | {seconds:.1f} |", flush=True)
     print(f"\nLargest move of robust accuracy under 2x steps or restarts (criterion: < "
           f"{CRITERION:g} point; {len(y)} images, 1 image = {100 / len(y):.2g} point):")

@@ -42,6 +42,8 @@ def _config(tmp_path, overlay: str = "") -> dict:
     ("oodrb:\n  threats:\n    - {name: x, kind: linf, paper_eps: 48/255, rule: id_ratio}\n",
      "oodrb.threats[0] (x): by rule id_ratio, eps 1.2 is outside (0, 1]"),
     ("oodrb:\n  paper_id_eps: 0\n", "oodrb.paper_id_eps: eps 0 is outside (0, 1]"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: l2, eps: 0.5, lr_scale: 2}\n",
+     "oodrb.threats[0] (x): lr_scale scales the Adam step of StAdv and ReColor, not of a l2"),
     ("oodrb:\n  threats:\n    - {name: x, kind: wasserstein, eps: 0.1}\n", "'wasserstein' is not one of"),
     ("oodrb:\n  threats:\n    - {name: x, kind: stadv, eps: 0.05}\n    - {name: x, kind: recolor, eps: 0.06}\n",
      "oodrb.threats: 'x' is named twice"),
@@ -81,6 +83,7 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     cfg["oodrb"]["lpips"]["weights"] = "random"
     assert plan.threats(cfg)["lpa"]["eps"] == 0.5 and plan.skipped_threats(cfg) == []
     assert plan.threats(cfg)["lpa"]["steps"] == 40          # no steps given: the paper's 40
+    assert "lr_scale" not in plan.threats(cfg)["lpa"]
     assert "steps" not in plan.threats(cfg)["l2"]           # MM5's steps are oodrb.mm5's
     assert plan.skip_note(cfg) == "" and "RANDOM weights" in plan.lpips_note(cfg)
     shifts = plan.table_inputs(cfg, "shifts")
@@ -119,13 +122,13 @@ def test_quick_threat_budgets_follow_the_stated_rule_from_the_papers(tmp_path):
     assert papers == pytest.approx({"linf": 12 / 255, "l2": 0.5, "ppgd": 0.5, "lpa": 0.5,
                                     "stadv": 0.05, "recolor": 0.06})
     ratio = plan.eps_of(quick) / plan.eps_of(paper)
-    assert plan.paper_id_eps(quick) == plan.eps_of(paper)
     resolved = plan.threats(quick)
     assert {t["kind"] for t in resolved.values()} == set(papers)
     for name, t in resolved.items():
         expected = papers[t["kind"]] * (ratio if BUDGET_RULE[t["kind"]] == "id_ratio" else 1)
         assert t["eps"] == pytest.approx(expected, rel=1e-12), name
-        assert t["rule"] == BUDGET_RULE[t["kind"]], name
+    assert {t["kind"]: t["rule"] for t in resolved.values()} == BUDGET_RULE
+    assert plan.paper_id_eps(quick) == plan.eps_of(paper)
     caption = _meta(quick)["threat shifts"]
     assert "l2 3.19 = 0.5 x 0.2 / (8/255)" in caption and "stadv 0.05, the paper's" in caption
     assert "recolor 0.383 = 0.06 x 0.2 / (8/255)" in caption and "a displacement" in caption

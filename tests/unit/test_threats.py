@@ -247,18 +247,17 @@ def test_reference_settings_lower_the_accuracy(digits_model):
     assert rc.robust_accuracy <= _accuracy(net, x[near], y[near]) - 2 / 12
 
 
-def test_matched_lr_keeps_the_reference_step_relative_to_bound_and_run(digits_model):
-    """The reference's Adam rate at its bound and 100 steps; x bound / its bound; x 100 / steps
-    below 100 steps.  With it a shortened run at a 6x bound reaches that bound (ReColorAdv at the
-    reference rate, or that rate x 100 / steps, would stop at a sixth of it)."""
-    assert T.matched_lr("stadv", 0.05, 100) == T.STADV_LR
-    assert T.matched_lr("recolor", 0.06, 100) == T.RECOLOR_LR
-    assert T.matched_lr("recolor", 0.06, 200) == T.RECOLOR_LR   # as the reference on ImageNet
-    assert T.matched_lr("recolor", 0.36, 10) == pytest.approx(0.001 * 6 * 10)
-    assert T.matched_lr("stadv", 0.05, 20) == pytest.approx(0.01 * 5)
+def test_reference_lr_keeps_the_reference_step_relative_to_the_bound(digits_model):
+    """The reference's Adam rate at its bound; x bound / its bound elsewhere (x lr_scale).  A 6x
+    bound then takes 6x the step, so a run of 10 steps at 10x the reference's step reaches it
+    (at the reference's absolute rate x 10, 0.01, it would stop near a sixth of it)."""
+    assert T.reference_lr("stadv", 0.05) == T.STADV_LR
+    assert T.reference_lr("recolor", 0.06) == T.RECOLOR_LR
+    assert T.reference_lr("recolor", 0.36) == pytest.approx(0.001 * 6)
+    assert T.reference_lr("stadv", 0.1, 5) == pytest.approx(0.01 * 2 * 5)
     net, x, y = digits_model
     eps, steps = 0.36, 10
-    res = recolor_attack(net, x, y, eps=eps, steps=steps, lr=T.matched_lr("recolor", eps, steps),
+    res = recolor_attack(net, x, y, eps=eps, steps=steps, lr=T.reference_lr("recolor", eps, 10),
                          return_perturbation=True)
     assert res.perturbation.abs().amax().item() >= 0.9 * eps
 

@@ -129,7 +129,7 @@ from pabench.adversarial.mm5 import (  # shared with the MM attacks
 
 __all__ = [
     "RECOLOR_RESOLUTION", "THREATS", "ThreatResult", "apply_color_grid", "apply_flow",
-    "identity_grid", "luv_to_rgb", "matched_lr", "recolor_attack", "rgb_to_luv", "smoothness",
+    "identity_grid", "luv_to_rgb", "recolor_attack", "reference_lr", "rgb_to_luv", "smoothness",
     "stadv_attack", "threat_attack",
 ]
 
@@ -138,8 +138,8 @@ STADV_LR = 0.01           # StAdvAttack: kwargs.setdefault('lr', 0.01)
 STADV_SMOOTH = 0.0025     # StAdvAttack: perturbation_norm_loss = 0.0025 / bound
 RECOLOR_LR = 0.001        # MisterEdAttack default lr
 RECOLOR_SMOOTH = 0.0036   # ReColorAdvAttack: perturbation_norm_loss = 0.0036 / bound
-# The bounds and iterations those learning rates go with (OODRobustBench on CIFAR-10)
-STADV_BOUND, RECOLOR_BOUND, REFERENCE_STEPS = 0.05, 0.06, 100
+# The bounds those learning rates go with (OODRobustBench on CIFAR-10, 100 iterations)
+STADV_BOUND, RECOLOR_BOUND = 0.05, 0.06
 #: Nodes of the ReColorAdv colour grid along (L*, u*, v*).
 RECOLOR_RESOLUTION = (16, 32, 32)
 
@@ -601,15 +601,12 @@ def recolor_attack(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps
                    return_perturbation=return_perturbation)
 
 
-def matched_lr(name: str, eps: float, steps: int) -> float:
-    """The Adam learning rate of ``name`` ("stadv" or "recolor") at bound ``eps`` and ``steps``
-    iterations that keeps the reference's step relative to its bound and to its run: the
-    reference's lr x ``eps`` / its bound (the same fraction of the bound per step) x 100 /
-    ``steps`` for fewer than its 100 steps (the same path over the run; ReColorAdv's lr 0.001
-    would stop at 0.02 after 20 steps).  At 100 steps or more the per-step rate is the reference's,
-    which runs 200 on ImageNet at the same lr.  At the reference's bound and 100 steps: its lr."""
+def reference_lr(name: str, eps: float, scale: float = 1.0) -> float:
+    """The Adam learning rate of ``name`` ("stadv" or "recolor") at bound ``eps``: the
+    reference's step relative to its bound (its lr x ``eps`` / its bound: the same fraction of the
+    bound per step), times ``scale``.  At the reference's bound and scale 1: its lr."""
     lr, bound = {"stadv": (STADV_LR, STADV_BOUND), "recolor": (RECOLOR_LR, RECOLOR_BOUND)}[name]
-    return lr * eps / bound * max(1.0, REFERENCE_STEPS / steps)
+    return lr * eps / bound * scale
 
 
 #: The threat-shift attacks by OODRobustBench's name.

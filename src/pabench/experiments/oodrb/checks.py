@@ -54,8 +54,9 @@ def oodrb(config: dict) -> list[str]:
                 plan.threat_eps(config, t)
             except ValueError as err:
                 errors.append(f"{key}: by rule {t['rule']}, {err}")
-        if t["kind"] in ("linf", "l2") and "steps" in t:
-            errors.append(f"{key}: {t['kind']} threats run MM5 (oodrb.mm5 sets its steps)")
+        if "lr_scale" in t and t["kind"] not in plan.ADAM_KINDS:
+            errors.append(f"{key}: lr_scale scales the Adam step of StAdv and ReColor, not of "
+                          f"a {t['kind']} threat")
     zoo = plan.zoo(config)
     if not zoo and not o["robustbench"]:
         errors.append("oodrb.zoo.models: no models to evaluate (and oodrb.robustbench is empty)")

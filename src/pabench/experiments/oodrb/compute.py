@@ -284,16 +284,17 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device, lpips=None,
-                  lr: float | None = None):
+def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device, lpips=None):
     """One threat shift (a plan.threats entry) on uint8 images: (adversarial logits, robust
-    flags, gradient evaluations).  L-inf and L2 run MM5 (o["mm5"]); StAdv and ReColor take the
-    reference's Adam step relative to their bound and its 100 steps (threats.matched_lr) unless
-    `lr` is given; PPGD and LPA need the LPIPS network."""
+    flags, gradient evaluations).  L-inf and L2 run MM5 (o["mm5"], with the threat's `steps`
+    per target where it gives them); StAdv and ReColor take
+    lr_scale x the reference's Adam step relative to their bound (threats.reference_lr); PPGD
+    and LPA need the LPIPS network."""
     from pabench.adversarial.perceptual import lpa_attack, ppgd_attack
     from pabench.adversarial import threats as th
 
-    if t["kind"] in ("linf", "l2"):
+    if t["kind"] in ("linf", "l2"):   # the threat's own iterations per target, if it sets them
+        o = {**o, "mm5": {**o["mm5"], "steps": t.get("steps", o["mm5"]["steps"])}}
         return mm5(model, x, y, t["eps"], o, device, "Linf" if t["kind"] == "linf" else "L2")
     xf = as_float(torch.from_numpy(x).to(device))
     yt = torch.from_numpy(y).long().to(device)
@@ -302,7 +303,7 @@ def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device,
         r = attack(model, lpips, xf, yt, t["eps"], t["steps"], batch_size=BATCH)
     else:
         r = th.threat_attack(t["kind"], model, xf, yt, t["eps"], t["steps"], batch_size=BATCH,
-                             lr=lr or th.matched_lr(t["kind"], t["eps"], t["steps"]))
+                             lr=th.reference_lr(t["kind"], t["eps"], t["lr_scale"]))
     return logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
 
 

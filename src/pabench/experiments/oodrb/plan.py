@@ -26,6 +26,8 @@ THREAT_RULES = {
     "same": "the paper's budget unchanged where it is not in pixel intensity (StAdv's flow bound: "
             "a displacement, 0.78 pixel on both 32 x 32 grids; PPGD and LPA's: an LPIPS "
             "distance)"}
+# Attacks that take Adam steps: `lr_scale` x the reference's step relative to the bound
+ADAM_KINDS = ("stadv", "recolor")
 # Iterations of the threat attacks that are not MM5 when the config gives none (the paper's)
 DEFAULT_STEPS = {"stadv": 100, "recolor": 100, "ppgd": 40, "lpa": 40}
 NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
@@ -86,10 +88,10 @@ def lpips_available(config: dict) -> bool:
 
 
 def threats(config: dict) -> dict[str, dict]:
-    """The threat shifts this scale runs ({name: settings}, eps and the steps of the non-MM5
-    attacks resolved; a budget derived from the paper's keeps `paper_eps` and `rule` beside its
-    eps); PPGD and LPA are skipped where no LPIPS weights are configured
-    (oodrb.lpips.weights: none)."""
+    """The threat shifts this scale runs ({name: settings}: eps, the steps of the non-MM5
+    attacks and StAdv / ReColor's lr_scale resolved; a budget derived from the paper's keeps
+    `paper_eps` and `rule` beside its eps); PPGD and LPA are skipped where no LPIPS weights are
+    configured (oodrb.lpips.weights: none)."""
     o = _o(config)
     out = {}
     for t in o["threats"]:
@@ -97,6 +99,8 @@ def threats(config: dict) -> dict[str, dict]:
             continue
         if t["kind"] in DEFAULT_STEPS:   # MM5's steps are oodrb.mm5's
             t = {"steps": DEFAULT_STEPS[t["kind"]], **t}
+        if t["kind"] in ADAM_KINDS:      # the reference's Adam step (relative to the bound)
+            t = {"lr_scale": 1.0, **t}
         out[t["name"]] = {**t, "eps": threat_eps(config, t)}
     return out
 
@@ -127,11 +131,20 @@ def paper_id_eps(config: dict) -> float:
 
 def describe_threat(config: dict, t: dict) -> str:
     """One resolved threat for captions: "l2 3.19 = 0.5 x 0.2 / (8/255)", "stadv 0.05, the
-    paper's", or "l2 0.5" where the config gives the radius itself."""
+    paper's, 20 steps of 5x the reference's Adam step", or "l2 0.5" where the config gives the
+    radius itself."""
     text = f"{t['kind']} {t['eps']:.3g}"
     if t.get("rule") == "id_ratio":
-        return text + f" = {t['paper_eps']} x {_o(config)['eps']} / ({_o(config)['paper_id_eps']})"
-    return text + (", the paper's" if t.get("rule") == "same" else "")
+        text += f" = {t['paper_eps']} x {_o(config)['eps']} / ({_o(config)['paper_id_eps']})"
+    elif t.get("rule") == "same":
+        text += ", the paper's"
+    if t["kind"] in ("linf", "l2") and "steps" in t:
+        text += f", MM{_o(config)['mm5']['n_targets']} {t['steps']} iterations per target"
+    elif "steps" in t:
+        text += f", {t['steps']} steps"
+    if t.get("lr_scale", 1.0) != 1.0:
+        text += f" of {t['lr_scale']:g}x the reference's Adam step"
+    return text
 
 
 def threat_rules(config: dict) -> str:
