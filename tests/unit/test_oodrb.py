@@ -42,6 +42,8 @@ def _config(tmp_path, overlay: str = "") -> dict:
     ("oodrb:\n  threats:\n    - {name: x, kind: linf, paper_eps: 48/255, rule: id_ratio}\n",
      "oodrb.threats[0] (x): by rule id_ratio, eps 1.2 is outside (0, 1]"),
     ("oodrb:\n  paper_id_eps: 0\n", "oodrb.paper_id_eps: eps 0 is outside (0, 1]"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: stadv, eps: 0.05, restarts: 2}\n",
+     "oodrb.threats[0] (x): restarts are MM5's (linf, l2); a stadv threat has no random start"),
     ("oodrb:\n  threats:\n    - {name: x, kind: l2, eps: 0.5, lr_scale: 2}\n",
      "oodrb.threats[0] (x): lr_scale scales the Adam step of StAdv and ReColor, not of a l2"),
     ("oodrb:\n  threats:\n    - {name: x, kind: wasserstein, eps: 0.1}\n", "'wasserstein' is not one of"),
@@ -243,6 +245,20 @@ def test_threat_rows_lpa_bounded_by_lpips(tiny):
     offline["oodrb"]["lpips"]["weights"] = "none"
     assert list(compute.threats(offline, "pgd-a", net, data, pa, "cpu")["shift"]) == \
         ["linf_1.5x", "stadv"]
+
+
+def test_mm5_restarts_only_break_more_points(tiny):
+    """A threat's MM5 restarts (seeds 1, 2, ... on the points still robust) keep every break of
+    the first run, add their own (each a misclassified adversarial example), and cost more."""
+    cfg, data, _, net, _ = tiny
+    o, x, y = cfg["oodrb"], data["test_x"], data["test_y"]
+    t = {"name": "l2", "kind": "l2", "eps": 1.5, "steps": 3}
+    adv1, robust1, evals1 = compute.threat_attack(t, net, x, y, o, "cpu")
+    adv3, robust3, evals3 = compute.threat_attack({**t, "restarts": 3}, net, x, y, o, "cpu")
+    assert robust1.any() and not (robust3 & ~robust1).any()
+    np.testing.assert_array_equal(adv3[~robust1], adv1[~robust1])   # the first run's breaks
+    assert (adv3[~robust3].argmax(1) != y[~robust3]).all()
+    assert evals3 > evals1
 
 
 def test_table3_attacks_count_gradients_alike(tiny):

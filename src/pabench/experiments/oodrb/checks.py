@@ -54,6 +54,9 @@ def oodrb(config: dict) -> list[str]:
                 plan.threat_eps(config, t)
             except ValueError as err:
                 errors.append(f"{key}: by rule {t['rule']}, {err}")
+        if "restarts" in t and t["kind"] not in ("linf", "l2"):
+            errors.append(f"{key}: restarts are MM5's (linf, l2); a {t['kind']} threat has no "
+                          "random start")
         if "lr_scale" in t and t["kind"] not in plan.ADAM_KINDS:
             errors.append(f"{key}: lr_scale scales the Adam step of StAdv and ReColor, not of "
                           f"a {t['kind']} threat")

@@ -287,17 +287,16 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
 def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device, lpips=None):
     """One threat shift (a plan.threats entry) on uint8 images: (adversarial logits, robust
     flags, gradient evaluations).  L-inf and L2 run MM5 (o["mm5"], with the threat's `steps`
-    per target where it gives them); StAdv and ReColor take
+    per target and `restarts` where it gives them); StAdv and ReColor take
     lr_scale x the reference's Adam step relative to their bound (threats.reference_lr); PPGD
     and LPA need the LPIPS network."""
     from pabench.adversarial.perceptual import lpa_attack, ppgd_attack
     from pabench.adversarial import threats as th
 
-    if t["kind"] in ("linf", "l2"):   # the threat's own iterations per target, if it sets them
-        o = {**o, "mm5": {**o["mm5"], "steps": t.get("steps", o["mm5"]["steps"])}}
-        return mm5(model, x, y, t["eps"], o, device, "Linf" if t["kind"] == "linf" else "L2")
     xf = as_float(torch.from_numpy(x).to(device))
     yt = torch.from_numpy(y).long().to(device)
+    if t["kind"] in ("linf", "l2"):
+        return _mm_restarts(t, model, x, y, xf, yt, o, device)
     if t["kind"] in plan.LPIPS_KINDS:
         attack = {"ppgd": ppgd_attack, "lpa": lpa_attack}[t["kind"]]
         r = attack(model, lpips, xf, yt, t["eps"], t["steps"], batch_size=BATCH)
@@ -305,6 +304,28 @@ def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device,
         r = th.threat_attack(t["kind"], model, xf, yt, t["eps"], t["steps"], batch_size=BATCH,
                              lr=th.reference_lr(t["kind"], t["eps"], t["lr_scale"]))
     return logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
+
+
+def _mm_restarts(t: dict, model, x, y, xf, yt, o: dict, device):
+    """MM5 with the threat's iterations per target (default o["mm5"]'s), then each further
+    restart (seeds 1, 2, ...) on the points still robust, as AutoAttack adds its restarts: a point
+    is robust when no restart breaks it, its adversarial example the first restart's that does."""
+    norm = "Linf" if t["kind"] == "linf" else "L2"
+    steps = t.get("steps", o["mm5"]["steps"])
+    adv, robust, evals = mm5(model, x, y, t["eps"], {**o, "mm5": {**o["mm5"], "steps": steps}},
+                             device, norm)
+    for seed in range(1, t.get("restarts", 1)):
+        todo = np.flatnonzero(robust)
+        if not todo.size:
+            break
+        r = mm_attack(model, xf[todo], yt[todo], t["eps"], norm, o["mm5"]["n_targets"], steps,
+                      seed=seed, batch_size=BATCH, early_stop=True)
+        evals += r.grad_evals
+        broken = ~r.robust.cpu().numpy()
+        if broken.any():
+            adv[todo[broken]] = logits(model, r.x_adv[torch.from_numpy(broken)], device)
+            robust[todo[broken]] = False
+    return adv, robust, evals
 
 
 # ------------------------------------------------------------------ Table 3: the attacks compared

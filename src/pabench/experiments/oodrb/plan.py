@@ -138,8 +138,10 @@ def describe_threat(config: dict, t: dict) -> str:
         text += f" = {t['paper_eps']} x {_o(config)['eps']} / ({_o(config)['paper_id_eps']})"
     elif t.get("rule") == "same":
         text += ", the paper's"
-    if t["kind"] in ("linf", "l2") and "steps" in t:
-        text += f", MM{_o(config)['mm5']['n_targets']} {t['steps']} iterations per target"
+    if t["kind"] in ("linf", "l2") and ("steps" in t or "restarts" in t):
+        mm, restarts = _o(config)["mm5"], t.get("restarts", 1)
+        text += (f", MM{mm['n_targets']} {t.get('steps', mm['steps'])} iterations per target, "
+                 f"{restarts} restart{'s' if restarts > 1 else ''}")
     elif "steps" in t:
         text += f", {t['steps']} steps"
     if t.get("lr_scale", 1.0) != 1.0:
