@@ -366,7 +366,8 @@ def ood(config: dict) -> list[Work]:
                             _add(_step(images * mm), {"fwd": 2 * images + clean_id})))
         # LPA: up to 5 rounds of `steps` (an upper bound; perceptual.LPA_BINARY_STEPS); the
         # LPIPS network's own passes (a small AlexNet) are left out beside the classifier's
-        threat_steps = sum(mm if t["kind"] in ("linf", "l2") else
+        threat_steps = sum(o["mm5"]["n_targets"] * (t.get("steps", o["mm5"]["steps"]) + 1)
+                           * t.get("restarts", 1) if t["kind"] in ("linf", "l2") else
                            t["steps"] * (5 if t["kind"] == "lpa" else 1)
                            for t in oodrb.threats(config).values())
         out.append(Work("oodrb", job, net, "attack step", n_test * threat_steps,

@@ -11,6 +11,7 @@ from pabench.adversarial.training import augment
 from pabench.core import config as pabench_config
 from pabench.experiments.oodrb import compute, plan
 from pabench.metrics.settings import PASettings
+from pabench.papers.oodrb import _meta
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 
@@ -27,12 +28,24 @@ def _config(tmp_path, overlay: str = "") -> dict:
     ("oodrb:\n  eps: -0.1\n", "oodrb.eps: eps -0.1 is outside (0, 1]"),
     ("oodrb:\n  natural: [cifar10.1]\n", "oodrb.natural: 'cifar10.1' is not a natural shift of mnist32"),
     ("oodrb:\n  natural: [imagenet_sketch]\n", "key 'oodrb.natural.0': 'imagenet_sketch' is not one of"),
-    ("oodrb:\n  threats:\n    - {name: x, kind: linf, eps: 0.1, eps_scale: 2}\n",
+    ("oodrb:\n  threats:\n    - {name: x, kind: linf, eps: 0.1, paper_eps: 0.1, rule: same}\n",
      "oodrb.threats[0] (x): give exactly one of eps"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: linf}\n", "oodrb.threats[0] (x): give exactly one of eps"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: l2, paper_eps: 0.5}\n",
+     "oodrb.threats[0] (x): paper_eps and rule go together"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: l2, paper_eps: 0.5, rule: sqrt_d}\n",
+     "'sqrt_d' is not one of ['id_ratio', 'same']"),
     ("oodrb:\n  threats:\n    - {name: x, kind: l2, eps: 0}\n",
      "oodrb.threats[0] (x).eps: radius 0 of a l2 threat must be a positive number"),
-    ("oodrb:\n  threats:\n    - {name: x, kind: linf, eps_scale: 6}\n",
-     "oodrb.threats[0] (x): eps_scale 6 x oodrb.eps 0.2 is outside (0, 1]"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: stadv, paper_eps: -1, rule: same}\n",
+     "oodrb.threats[0] (x).paper_eps: radius -1 of a stadv threat must be a positive number"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: linf, paper_eps: 48/255, rule: id_ratio}\n",
+     "oodrb.threats[0] (x): by rule id_ratio, eps 1.2 is outside (0, 1]"),
+    ("oodrb:\n  paper_id_eps: 0\n", "oodrb.paper_id_eps: eps 0 is outside (0, 1]"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: stadv, eps: 0.05, restarts: 2}\n",
+     "oodrb.threats[0] (x): restarts are MM5's (linf, l2); a stadv threat has no random start"),
+    ("oodrb:\n  threats:\n    - {name: x, kind: l2, eps: 0.5, lr_scale: 2}\n",
+     "oodrb.threats[0] (x): lr_scale scales the Adam step of StAdv and ReColor, not of a l2"),
     ("oodrb:\n  threats:\n    - {name: x, kind: wasserstein, eps: 0.1}\n", "'wasserstein' is not one of"),
     ("oodrb:\n  threats:\n    - {name: x, kind: stadv, eps: 0.05}\n    - {name: x, kind: recolor, eps: 0.06}\n",
      "oodrb.threats: 'x' is named twice"),
@@ -54,7 +67,7 @@ def test_bad_oodrb_config_is_rejected_by_name(tmp_path, overlay, message):
 
 def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     cfg = _config(tmp_path, "oodrb:\n  eps: 8/255\n  threats:\n"
-                            "    - {name: big, kind: linf, eps_scale: 1.5}\n"
+                            "    - {name: big, kind: linf, paper_eps: 12/255, rule: id_ratio}\n"
                             "    - {name: l2, kind: l2, eps: 0.5}\n"
                             "    - {name: lpa, kind: lpa, eps: 0.5}\n")
     pabench_config.check(cfg, SCHEMA)
@@ -63,6 +76,7 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     assert zoo["pgd-c8"]["epochs"] == cfg["oodrb"]["zoo"]["defaults"]["epochs"]  # defaults filled in
     threats = plan.threats(cfg)
     assert threats["big"]["eps"] == pytest.approx(12 / 255) and threats["l2"]["eps"] == 0.5
+    assert threats["big"]["rule"] == "id_ratio" and "rule" not in threats["l2"]
     # the quick scale's config.yaml has no LPIPS weights (none install offline): LPA is skipped
     # and the captions say why; with weights (random here, download at paper scale) it runs
     assert "lpa" not in threats and plan.skipped_threats(cfg) == ["lpa"]
@@ -71,6 +85,7 @@ def test_plan_resolves_the_zoo_threats_and_tables(tmp_path):
     cfg["oodrb"]["lpips"]["weights"] = "random"
     assert plan.threats(cfg)["lpa"]["eps"] == 0.5 and plan.skipped_threats(cfg) == []
     assert plan.threats(cfg)["lpa"]["steps"] == 40          # no steps given: the paper's 40
+    assert "lr_scale" not in plan.threats(cfg)["lpa"]
     assert "steps" not in plan.threats(cfg)["l2"]           # MM5's steps are oodrb.mm5's
     assert plan.skip_note(cfg) == "" and "RANDOM weights" in plan.lpips_note(cfg)
     shifts = plan.table_inputs(cfg, "shifts")
@@ -111,6 +126,35 @@ def test_crop_augmentation_shifts_each_image_by_at_most_four_pixels():
     cols = {int(torch.nonzero(flipped[i, 0])[0, 1]) for i in range(16)}
     assert any(c < 16 for c in cols) and any(c > 16 for c in cols)  # some mirrored
     assert torch.equal(augment(x, "none", None), x)
+
+
+# The rule each threat's budget follows from the paper's to the stand-in, by what its bound
+# measures (docs/oodrb.md): pixel intensity scales with the ID eps; a displacement in pixels
+# (StAdv's flow, on grids of the same size) and an LPIPS distance do not.
+BUDGET_RULE = {"linf": "id_ratio", "l2": "id_ratio", "recolor": "id_ratio",
+               "stadv": "same", "ppgd": "same", "lpa": "same"}
+
+
+def test_quick_threat_budgets_follow_the_stated_rule_from_the_papers(tmp_path):
+    """Each quick-scale budget is the paper scale's budget (paper.yaml, the paper's own numbers)
+    times quick eps / paper eps where it is a pixel-intensity budget, else the paper's; the
+    captions state each derivation."""
+    paper = pabench_config.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
+    quick = _config(tmp_path, "oodrb:\n  lpips: {weights: random}\n")  # PPGD and LPA resolve too
+    papers = {t["kind"]: t["eps"] for t in plan.threats(paper).values()}
+    assert papers == pytest.approx({"linf": 12 / 255, "l2": 0.5, "ppgd": 0.5, "lpa": 0.5,
+                                    "stadv": 0.05, "recolor": 0.06})
+    ratio = plan.eps_of(quick) / plan.eps_of(paper)
+    resolved = plan.threats(quick)
+    assert {t["kind"] for t in resolved.values()} == set(papers)
+    for name, t in resolved.items():
+        expected = papers[t["kind"]] * (ratio if BUDGET_RULE[t["kind"]] == "id_ratio" else 1)
+        assert t["eps"] == pytest.approx(expected, rel=1e-12), name
+    assert {t["kind"]: t["rule"] for t in resolved.values()} == BUDGET_RULE
+    assert plan.paper_id_eps(quick) == plan.eps_of(paper)
+    caption = _meta(quick)["threat shifts"]
+    assert "l2 3.19 = 0.5 x 0.2 / (8/255)" in caption and "stadv 0.05, the paper's" in caption
+    assert "recolor 0.383 = 0.06 x 0.2 / (8/255)" in caption and "a displacement" in caption
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +315,20 @@ def test_threat_rows_lpa_bounded_by_lpips(tiny):
     offline["oodrb"]["lpips"]["weights"] = "none"
     assert list(compute.threats(offline, "pgd-a", net, data, pa, "cpu")["shift"]) == \
         ["linf_1.5x", "stadv"]
+
+
+def test_mm5_restarts_only_break_more_points(tiny):
+    """A threat's MM5 restarts (seeds 1, 2, ... on the points still robust) keep every break of
+    the first run, add their own (each a misclassified adversarial example), and cost more."""
+    cfg, data, _, net, _ = tiny
+    o, x, y = cfg["oodrb"], data["test_x"], data["test_y"]
+    t = {"name": "l2", "kind": "l2", "eps": 1.5, "steps": 3}
+    adv1, robust1, evals1 = compute.threat_attack(t, net, x, y, o, "cpu")
+    adv3, robust3, evals3 = compute.threat_attack({**t, "restarts": 3}, net, x, y, o, "cpu")
+    assert robust1.any() and not (robust3 & ~robust1).any()
+    np.testing.assert_array_equal(adv3[~robust1], adv1[~robust1])   # the first run's breaks
+    assert (adv3[~robust3].argmax(1) != y[~robust3]).all()
+    assert evals3 > evals1
 
 
 def test_table3_attacks_count_gradients_alike(tiny):

@@ -247,6 +247,21 @@ def test_reference_settings_lower_the_accuracy(digits_model):
     assert rc.robust_accuracy <= _accuracy(net, x[near], y[near]) - 2 / 12
 
 
+def test_reference_lr_keeps_the_reference_step_relative_to_the_bound(digits_model):
+    """The reference's Adam rate at its bound; x bound / its bound elsewhere (x lr_scale).  A 6x
+    bound then takes 6x the step, so a run of 10 steps at 10x the reference's step reaches it
+    (at the reference's absolute rate x 10, 0.01, it would stop near a sixth of it)."""
+    assert T.reference_lr("stadv", 0.05) == T.STADV_LR
+    assert T.reference_lr("recolor", 0.06) == T.RECOLOR_LR
+    assert T.reference_lr("recolor", 0.36) == pytest.approx(0.001 * 6)
+    assert T.reference_lr("stadv", 0.1, 5) == pytest.approx(0.01 * 2 * 5)
+    net, x, y = digits_model
+    eps, steps = 0.36, 10
+    res = recolor_attack(net, x, y, eps=eps, steps=steps, lr=T.reference_lr("recolor", eps, 10),
+                         return_perturbation=True)
+    assert res.perturbation.abs().amax().item() >= 0.9 * eps
+
+
 def _reference_run(name, model, x, y, eps, steps, lr):
     """The mister_ed formulation written out: torch.optim.Adam on
     sum(CW margin + lambda * smoothness(params - identity)), the projection (clip the sampling

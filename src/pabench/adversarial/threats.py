@@ -129,7 +129,7 @@ from pabench.adversarial.mm5 import (  # shared with the MM attacks
 
 __all__ = [
     "RECOLOR_RESOLUTION", "THREATS", "ThreatResult", "apply_color_grid", "apply_flow",
-    "identity_grid", "luv_to_rgb", "recolor_attack", "rgb_to_luv", "smoothness",
+    "identity_grid", "luv_to_rgb", "recolor_attack", "reference_lr", "rgb_to_luv", "smoothness",
     "stadv_attack", "threat_attack",
 ]
 
@@ -138,6 +138,8 @@ STADV_LR = 0.01           # StAdvAttack: kwargs.setdefault('lr', 0.01)
 STADV_SMOOTH = 0.0025     # StAdvAttack: perturbation_norm_loss = 0.0025 / bound
 RECOLOR_LR = 0.001        # MisterEdAttack default lr
 RECOLOR_SMOOTH = 0.0036   # ReColorAdvAttack: perturbation_norm_loss = 0.0036 / bound
+# The bounds those learning rates go with (OODRobustBench on CIFAR-10, 100 iterations)
+STADV_BOUND, RECOLOR_BOUND = 0.05, 0.06
 #: Nodes of the ReColorAdv colour grid along (L*, u*, v*).
 RECOLOR_RESOLUTION = (16, 32, 32)
 
@@ -597,6 +599,14 @@ def recolor_attack(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps
     ``x``: (N, 3, H, W) RGB float in [0, 1]; otherwise as ``stadv_attack``."""
     return _attack(_ReColor, model, x, y, eps, steps, seed, batch_size, lr=lr,
                    return_perturbation=return_perturbation)
+
+
+def reference_lr(name: str, eps: float, scale: float = 1.0) -> float:
+    """The Adam learning rate of ``name`` ("stadv" or "recolor") at bound ``eps``: the
+    reference's step relative to its bound (its lr x ``eps`` / its bound: the same fraction of the
+    bound per step), times ``scale``.  At the reference's bound and scale 1: its lr."""
+    lr, bound = {"stadv": (STADV_LR, STADV_BOUND), "recolor": (RECOLOR_LR, RECOLOR_BOUND)}[name]
+    return lr * eps / bound * scale
 
 
 #: The threat-shift attacks by OODRobustBench's name.

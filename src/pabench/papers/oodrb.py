@@ -48,9 +48,10 @@ def _meta(config: dict, **extra) -> dict:
                                    "severity); a natural or threat shift's: the ID test set"),
             "images per natural shift": o["n_natural"],
             "dataset shifts": shift_note,
-            "threat shifts": ", ".join(f"{n} ({t['kind']} {t['eps']:g})"
+            "threat shifts": ", ".join(f"{n} ({plan.describe_threat(config, t)})"
                                        for n, t in plan.threats(config).items())
-                             + "".join(f"; {note}" for note in (plan.lpips_note(config),
+                             + "".join(f"; {note}" for note in (plan.threat_rules(config),
+                                                                plan.lpips_note(config),
                                                                 plan.skip_note(config)) if note),
             **extra}
 

@@ -15,11 +15,13 @@ def oodrb(config: dict) -> list[str]:
     if not o:
         return []
     errors = []
-    try:
-        eps = plan.eps_of(config)
-    except ValueError as err:
-        errors.append(f"oodrb.eps: {err}")
-        eps = None
+    radii_ok = True   # both ID eps parse, so the threat rules can be applied
+    for key, read in (("eps", plan.eps_of), ("paper_id_eps", plan.paper_id_eps)):
+        try:
+            read(config)
+        except ValueError as err:
+            errors.append(f"oodrb.{key}: {err}")
+            radii_ok = False
     d = o["dataset"]
     for name in o["natural"]:
         if name not in plan.NATURAL[d]:
@@ -34,21 +36,31 @@ def oodrb(config: dict) -> list[str]:
                if models.count(n) > 1]
     for i, t in enumerate(o["threats"]):
         key = f"oodrb.threats[{i}] ({t['name']})"
-        if ("eps" in t) == ("eps_scale" in t):
-            errors.append(f"{key}: give exactly one of eps (the radius) and eps_scale (x oodrb.eps)")
+        if ("eps" in t) == ("paper_eps" in t):
+            errors.append(f"{key}: give exactly one of eps (the radius) and paper_eps (the "
+                          "paper's budget, carried over by `rule`)")
             continue
-        if "eps_scale" in t and t["kind"] != "linf":
-            errors.append(f"{key}: eps_scale scales the L-inf training eps; a {t['kind']} threat "
-                          "needs its own eps")
-        elif "eps" in t:
+        if ("paper_eps" in t) != ("rule" in t):
+            errors.append(f"{key}: paper_eps and rule go together (rule: "
+                          f"{' or '.join(plan.THREAT_RULES)})")
+            continue
+        field = "eps" if "eps" in t else "paper_eps"
+        try:
+            plan.radius(t[field], t["kind"])
+        except ValueError as err:
+            errors.append(f"{key}.{field}: {err}")
+            continue
+        if field == "paper_eps" and radii_ok:
             try:
-                plan.radius(t["eps"], t["kind"])
+                plan.threat_eps(config, t)
             except ValueError as err:
-                errors.append(f"{key}.eps: {err}")
-        elif eps is not None and not 0 < t["eps_scale"] * eps <= 1:
-            errors.append(f"{key}: eps_scale {t['eps_scale']} x oodrb.eps {eps:g} is outside (0, 1]")
-        if t["kind"] in ("linf", "l2") and "steps" in t:
-            errors.append(f"{key}: {t['kind']} threats run MM5 (oodrb.mm5 sets its steps)")
+                errors.append(f"{key}: by rule {t['rule']}, {err}")
+        if "restarts" in t and t["kind"] not in ("linf", "l2"):
+            errors.append(f"{key}: restarts are MM5's (linf, l2); a {t['kind']} threat has no "
+                          "random start")
+        if "lr_scale" in t and t["kind"] not in plan.ADAM_KINDS:
+            errors.append(f"{key}: lr_scale scales the Adam step of StAdv and ReColor, not of "
+                          f"a {t['kind']} threat")
     for i, m in enumerate(o["zoo"]["models"]):
         if "published" not in m:
             continue

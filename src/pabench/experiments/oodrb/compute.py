@@ -326,40 +326,20 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
     """Every threat shift on the ID test images: robust accuracy and PA / AFR of clean vs
     adversarial logits.  L-inf and L2 run MM5; StAdv, ReColor, PPGD and LPA their own attacks
     (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once)."""
-    from pabench.adversarial.perceptual import load_lpips, lpa_attack, ppgd_attack
-    from pabench.adversarial.threats import RECOLOR_LR, STADV_LR, threat_attack
-
-    THREAT_LR = {"stadv": STADV_LR, "recolor": RECOLOR_LR}
-    perceptual = {"ppgd": ppgd_attack, "lpa": lpa_attack}
-    lpips = None
+    from pabench.adversarial.perceptual import load_lpips
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     x, y = data["test_x"], data["test_y"]
     clean = logits(model, x, device)
+    lpips = None
     rows = []
     for shift, t in plan.threats(config).items():
         start = time.perf_counter()
-        if t["kind"] in ("linf", "l2"):
-            adv, robust, evals = mm5(model, x, y, t["eps"], o, device,
-                                     "Linf" if t["kind"] == "linf" else "L2")
-        elif t["kind"] in perceptual:
-            if lpips is None:
-                lp = o["lpips"]
-                lpips = load_lpips(lp["network"], lp["weights"], lp["dir"], sha256=lp["sha256"],
-                                   device=device)
-            r = perceptual[t["kind"]](model, lpips, as_float(torch.from_numpy(x).to(device)),
-                                      torch.from_numpy(y).long().to(device), t["eps"],
-                                      t["steps"], batch_size=BATCH)
-            adv, robust, evals = logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
-        else:
-            xf = as_float(torch.from_numpy(x).to(device))
-            steps = t["steps"]
-            # Fewer steps than the reference's 100 take proportionally larger Adam steps, so the
-            # attack can still reach its bound (ReColor's lr 0.001 x 20 steps would stop at 0.02).
-            lr = None if steps >= 100 else THREAT_LR[t["kind"]] * 100 / steps
-            r = threat_attack(t["kind"], model, xf, torch.from_numpy(y).long().to(device),
-                              t["eps"], steps, batch_size=BATCH, lr=lr)
-            adv, robust, evals = logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
+        if t["kind"] in plan.LPIPS_KINDS and lpips is None:
+            lp = o["lpips"]
+            lpips = load_lpips(lp["network"], lp["weights"], lp["dir"], sha256=lp["sha256"],
+                               device=device)
+        adv, robust, evals = threat_attack(t, model, x, y, o, device, lpips)
         scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
         rows.append(_row(name, spec, shift, "threat", 0, len(y), np.nan, float(robust.mean()),
                          **scores, kind=t["kind"], eps=t["eps"], steps=t.get("steps"),
@@ -367,6 +347,50 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
                          seconds=time.perf_counter() - start))
         log.info("%s %s: robust accuracy %.3f", name, shift, rows[-1]["robustness"])
     return pd.DataFrame(rows)
+
+
+def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device, lpips=None):
+    """One threat shift (a plan.threats entry) on uint8 images: (adversarial logits, robust
+    flags, gradient evaluations).  L-inf and L2 run MM5 (o["mm5"], with the threat's `steps`
+    per target and `restarts` where it gives them); StAdv and ReColor take
+    lr_scale x the reference's Adam step relative to their bound (threats.reference_lr); PPGD
+    and LPA need the LPIPS network."""
+    from pabench.adversarial.perceptual import lpa_attack, ppgd_attack
+    from pabench.adversarial import threats as th
+
+    xf = as_float(torch.from_numpy(x).to(device))
+    yt = torch.from_numpy(y).long().to(device)
+    if t["kind"] in ("linf", "l2"):
+        return _mm_restarts(t, model, x, y, xf, yt, o, device)
+    if t["kind"] in plan.LPIPS_KINDS:
+        attack = {"ppgd": ppgd_attack, "lpa": lpa_attack}[t["kind"]]
+        r = attack(model, lpips, xf, yt, t["eps"], t["steps"], batch_size=BATCH)
+    else:
+        r = th.threat_attack(t["kind"], model, xf, yt, t["eps"], t["steps"], batch_size=BATCH,
+                             lr=th.reference_lr(t["kind"], t["eps"], t["lr_scale"]))
+    return logits(model, r.x_adv, device), r.robust.cpu().numpy(), r.grad_evals
+
+
+def _mm_restarts(t: dict, model, x, y, xf, yt, o: dict, device):
+    """MM5 with the threat's iterations per target (default o["mm5"]'s), then each further
+    restart (seeds 1, 2, ...) on the points still robust, as AutoAttack adds its restarts: a point
+    is robust when no restart breaks it, its adversarial example the first restart's that does."""
+    norm = "Linf" if t["kind"] == "linf" else "L2"
+    steps = t.get("steps", o["mm5"]["steps"])
+    adv, robust, evals = mm5(model, x, y, t["eps"], {**o, "mm5": {**o["mm5"], "steps": steps}},
+                             device, norm)
+    for seed in range(1, t.get("restarts", 1)):
+        todo = np.flatnonzero(robust)
+        if not todo.size:
+            break
+        r = mm_attack(model, xf[todo], yt[todo], t["eps"], norm, o["mm5"]["n_targets"], steps,
+                      seed=seed, batch_size=BATCH, early_stop=True)
+        evals += r.grad_evals
+        broken = ~r.robust.cpu().numpy()
+        if broken.any():
+            adv[todo[broken]] = logits(model, r.x_adv[torch.from_numpy(broken)], device)
+            robust[todo[broken]] = False
+    return adv, robust, evals
 
 
 # ------------------------------------------------------------------ Table 3: the attacks compared

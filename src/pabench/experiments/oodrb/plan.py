@@ -18,6 +18,17 @@ RESULTS = ("shifts", "attacks")
 TABLES = ("shifts", "attacks", "attack_images", "predictions", "history")
 THREAT_KINDS = ("linf", "l2", "stadv", "recolor", "ppgd", "lpa")
 LPIPS_KINDS = ("ppgd", "lpa")  # bounded by an LPIPS network: skipped where oodrb.lpips.weights is none
+# How a threat's `paper_eps` (the paper's CIFAR-10 budget) becomes this scale's radius, and why,
+# as the captions state it.
+THREAT_RULES = {
+    "id_ratio": "the paper's budget x eps / paper_id_eps (its ratio to the ID eps) where it is in "
+                "pixel intensity (L-inf, L2, and ReColor's colour bound: CIE L*u*v* scaled to "
+                "[0, 1], L*/100 tracking the pixel value)",
+    "same": "the paper's budget unchanged where it is not in pixel intensity (StAdv's flow bound: "
+            "a displacement, 0.78 pixel on both 32 x 32 grids; PPGD and LPA's: an LPIPS "
+            "distance)"}
+# Attacks that take Adam steps: `lr_scale` x the reference's step relative to the bound
+ADAM_KINDS = ("stadv", "recolor")
 # Iterations of the threat attacks that are not MM5 when the config gives none (the paper's)
 DEFAULT_STEPS = {"stadv": 100, "recolor": 100, "ppgd": 40, "lpa": 40}
 NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
@@ -94,19 +105,71 @@ def lpips_available(config: dict) -> bool:
 
 
 def threats(config: dict) -> dict[str, dict]:
-    """The threat shifts this scale runs ({name: settings}, eps and the steps of the non-MM5
-    attacks resolved); PPGD and LPA are skipped where no LPIPS weights are configured
-    (oodrb.lpips.weights: none)."""
+    """The threat shifts this scale runs ({name: settings}: eps, the steps of the non-MM5
+    attacks and StAdv / ReColor's lr_scale resolved; a budget derived from the paper's keeps
+    `paper_eps` and `rule` beside its eps); PPGD and LPA are skipped where no LPIPS weights are
+    configured (oodrb.lpips.weights: none)."""
     o = _o(config)
     out = {}
     for t in o["threats"]:
         if t["kind"] in LPIPS_KINDS and not lpips_available(config):
             continue
-        eps = radius(t["eps"], t["kind"]) if "eps" in t else t["eps_scale"] * eps_of(config)
         if t["kind"] in DEFAULT_STEPS:   # MM5's steps are oodrb.mm5's
             t = {"steps": DEFAULT_STEPS[t["kind"]], **t}
-        out[t["name"]] = {**t, "eps": float(eps)}
+        if t["kind"] in ADAM_KINDS:      # the reference's Adam step (relative to the bound)
+            t = {"lr_scale": 1.0, **t}
+        out[t["name"]] = {**t, "eps": threat_eps(config, t)}
     return out
+
+
+def threat_eps(config: dict, t: dict) -> float:
+    """One threat's radius: its `eps`, or the paper's budget `paper_eps` carried over by its
+    `rule` (THREAT_RULES)."""
+    if "eps" in t:
+        return radius(t["eps"], t["kind"])
+    paper = radius(t["paper_eps"], t["kind"])
+    if t["rule"] == "same":
+        return paper
+    paper_id_eps(config), eps_of(config)   # refuse an invalid ID eps with its message
+    o = _o(config)
+    # in fractions of the config's numbers ("12/255", 0.2): 12/255 / (8/255) x 0.2 is 0.3 exactly
+    eps = float(_fraction(t["paper_eps"]) / _fraction(o["paper_id_eps"]) * _fraction(o["eps"]))
+    return paths.parse_eps(eps) if t["kind"] == "linf" else eps
+
+
+def _fraction(value) -> Fraction:
+    return Fraction(str(value).strip())
+
+
+def paper_id_eps(config: dict) -> float:
+    """The paper's ID (training) L-inf eps, 8/255 on CIFAR-10: the base of rule id_ratio."""
+    return paths.parse_eps(_o(config)["paper_id_eps"])
+
+
+def describe_threat(config: dict, t: dict) -> str:
+    """One resolved threat for captions: "l2 3.19 = 0.5 x 0.2 / (8/255)", "stadv 0.05, the
+    paper's, 20 steps of 5x the reference's Adam step", or "l2 0.5" where the config gives the
+    radius itself."""
+    text = f"{t['kind']} {t['eps']:.3g}"
+    if t.get("rule") == "id_ratio":
+        text += f" = {t['paper_eps']} x {_o(config)['eps']} / ({_o(config)['paper_id_eps']})"
+    elif t.get("rule") == "same":
+        text += ", the paper's"
+    if t["kind"] in ("linf", "l2") and ("steps" in t or "restarts" in t):
+        mm, restarts = _o(config)["mm5"], t.get("restarts", 1)
+        text += (f", MM{mm['n_targets']} {t.get('steps', mm['steps'])} iterations per target, "
+                 f"{restarts} restart{'s' if restarts > 1 else ''}")
+    elif "steps" in t:
+        text += f", {t['steps']} steps"
+    if t.get("lr_scale", 1.0) != 1.0:
+        text += f" of {t['lr_scale']:g}x the reference's Adam step"
+    return text
+
+
+def threat_rules(config: dict) -> str:
+    """The rules the threat budgets of this scale follow, for captions ("" when none does)."""
+    used = dict.fromkeys(t["rule"] for t in _o(config)["threats"] if "rule" in t)
+    return ("budgets: " + "; ".join(THREAT_RULES[r] for r in used)) if used else ""
 
 
 def skipped_threats(config: dict) -> list[str]:
