@@ -31,7 +31,7 @@ TINY = """oodrb:
   severities: [1, 3]
   natural: [sklearn_digits]
   threats:
-    - {name: linf_1.5x, kind: linf, eps_scale: 1.5}
+    - {name: linf_1.5x, kind: linf, paper_eps: 12/255, rule: id_ratio}
     - {name: stadv, kind: stadv, eps: 0.05, steps: 2}
   lpips: {weights: none}
   mm5: {n_targets: 2, steps: 2}
@@ -159,6 +159,12 @@ def test_function_and_cli_on_module_plus_checkpoint_match_torchscript(tiny, jit_
         for column in columns:
             np.testing.assert_allclose(other[column], jit[column], rtol=1e-6, atol=1e-9,
                                        equal_nan=True, err_msg=column)
+    # each corruption against the clean accuracy of exactly its own images, both ways
+    jit_rows = pd.read_csv(user.output_paths("out", "jit")["rows"])
+    corrupted = report.rows.family == "corruption"
+    assert report.rows.clean_accuracy[corrupted].notna().all()
+    np.testing.assert_allclose(report.rows.clean_accuracy[corrupted],
+                               jit_rows.clean_accuracy[jit_rows.family == "corruption"])
 
 
 class ThreeByThree(nn.Module):

@@ -72,26 +72,24 @@ def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) 
 
 def published_corruption(o: dict, name: str, test_y: np.ndarray) -> dict:
     """One corruption of the published CIFAR-10-C (downloaded into cifar10c_root, MD5-checked).
-    Its images corrupt the 10,000 CIFAR-10 test images in order, so they pair with the ID split
-    only when that is the whole test set (n_test 10,000, kept in order; its labels must then
-    agree): then the images of `corruption_source`, each with its original; otherwise the first
-    n_shift of each severity, unpaired."""
+    Each severity block corrupts the 10,000 CIFAR-10 test images in order, so it pairs with the
+    ID split only when that is the whole test set (as long as a block, kept in order; its labels
+    must then agree): then the images of `corruption_source`, each with its original; otherwise
+    the first n_shift of each severity, unpaired."""
     from pabench.datasets.cifar_shifts import download_cifar10c, load_cifar10c
 
     folder = download_cifar10c(o["cifar10c_root"])
-    paired = len(test_y) == 10_000
-    parts = [load_cifar10c(folder, name, s, None if paired else o["n_shift"])
-             for s in o["severities"]]
+    parts = [load_cifar10c(folder, name, s) for s in o["severities"]]
     y = parts[0][1]
-    if paired:
+    if len(test_y) == len(y):
         source = keep = corruption_source(o, len(test_y))
         if not np.array_equal(y[keep], test_y[source]):
             raise ValueError(f"{folder}: the labels of {name} differ from the ID test labels: "
                              "not the CIFAR-10 test set in order, so no image pairs with its "
                              "original")
     else:
-        keep = np.arange(len(y))
-        source = np.full(len(y), -1)
+        keep = np.arange(len(y) if o["n_shift"] is None else min(o["n_shift"], len(y)))
+        source = np.full(len(keep), -1)
     return {"x": np.stack([np.asarray(p[0][keep]) for p in parts]), "y": y[keep],
             "severities": np.array(o["severities"]), "source": source}
 

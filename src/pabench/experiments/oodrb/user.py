@@ -272,8 +272,8 @@ def evaluate(config: dict, name: str, model, data: dict, shift_files: dict, devi
         log.info("ID: MM5 on %d images", len(data["test_y"]))
     else:
         log.info("ID and %d dataset shifts: MM5 and PA in one pass", len(shift_files))
-    table, _ = compute.shifts(config, name, model, data, {} if scored else shift_files, pa,
-                              device, scored)
+    # the shift files also name each corruption's originals (its matched clean numbers)
+    table, _ = compute.shifts(config, name, model, data, shift_files, pa, device, scored)
     log.info("threat shifts: %s", ", ".join(plan.threats(config)) or "none")
     threats = compute.threats(config, name, model, data, pa, device).assign(
         degenerate=bool(table.degenerate.iloc[0]))
