@@ -178,6 +178,27 @@ def cmd_oodrb(args) -> int:
     return 0
 
 
+def cmd_status(args) -> int:
+    from pathlib import Path
+
+    from pabench.reporting import status
+
+    for name in args.write or []:
+        changed = status.write(Path(name))
+        print(f"{name}: {'updated' if changed else 'already current'}")
+    if not args.write:
+        print(status.table())
+    return 0
+
+
+def cmd_where(args) -> int:
+    from pabench.core import config
+    from pabench.reporting import where
+
+    print(where.describe(args.target, config.load(["config.yaml", *args.configfile])))
+    return 0
+
+
 def cmd_check_config(args) -> int:
     from pabench.core import config
 
@@ -350,6 +371,17 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--workers", type=int, help="processes (default: all cores)")
     co.set_defaults(func=cmd_corrupt)
 
+    st = sub.add_parser("status", help="the table of every registered figure and table and "
+                        "whether the quick and the paper scale build it (from the registries)")
+    st.add_argument("--write", metavar="FILE", nargs="+", help="replace the status blocks "
+                    "(summary, table) between their markers in these files instead of printing")
+    st.set_defaults(func=cmd_status)
+    wh = sub.add_parser("where", help="the rule, function (file:line), inputs and config keys of "
+                        "a figure or table")
+    wh.add_argument("target", help="a figure or table file (figures/oodrb/fig3.pdf) or its rule")
+    wh.add_argument("--configfile", nargs="+", default=[], help="overlays on config.yaml, as "
+                    "snakemake takes them")
+    wh.set_defaults(func=cmd_where)
     cc = sub.add_parser("check-config", help="validate configuration files (merged in order)")
     cc.add_argument("files", nargs="*")
     cc.add_argument("--schema", default="workflow/schemas/config.schema.yaml")
