@@ -15,14 +15,12 @@ browser:
 workflow: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES)
 
-# Everything (unit and end-to-end workflow tests), about 6 minutes on 2 cores.
+# Everything (unit and end-to-end workflow tests), under 10 minutes on 2 cores.
 test: env browser
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests
 
-# The unit tests only (no Snakemake run), on every core (at most 4 workers; pytest-xdist):
-# 98-104 s on the 2-core VM on 2026-11-26 (one first run 130 s), 132 s in one process; 79 s idle
-# on 2026-11-27, 122 s while a benchmark ran beside it; 99 s later that day with 2,219 tests (119 s
-# right after another test run).
+# The unit tests only (no Snakemake run), on every core (at most 4 workers; pytest-xdist), under
+# 2 minutes on 2 cores.
 test-fast: env
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 tests/unit
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, for one short session on a GPU machine (docs/cluster.md, "Measured
 # on a GPU"); the project's Python packages must already be importable there and `snakemake` on
-# the PATH (the session of 2026-11-27 carried the missing ones as wheels).
+# the PATH (carry the missing ones as wheels: the device tool's README says how).
 #
 #   bash benchmarks/gpu_check.sh OUTDIR rehearsal   # CUDA unit tests, MM5 vs AutoAttack, and the
 #                                                   # paper-scale rehearsal on every core

@@ -5,7 +5,7 @@ back to the kernel, and trims the heap's top once 128 KiB of it are free.  A job
 frees large tensors all the time, every layer's activations for every batch, so each one is
 faulted in afresh, page by page, and zeroed by the kernel.  With the thresholds below, freed
 blocks stay in the process for reuse: on 2 cores the ResNet-18/8 forward pass of the MC estimator
-ran 1.3-1.5x faster (`benchmarks/bench_allocator.py`: 1.49x on 2026-11-26).  The price is memory a job has
+ran 1.3-1.5x faster (`benchmarks/bench_allocator.py`).  The price is memory a job has
 freed staying mapped until it exits, at most about `top_pad` + the job's own peak.
 
 A user's own GLIBC_TUNABLES malloc settings are kept; PABENCH_MALLOC_TUNING=0 turns this off.
