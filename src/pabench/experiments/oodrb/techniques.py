@@ -174,7 +174,8 @@ def paper_sets(technique: str) -> pd.DataFrame:
             rows.append({"technique": technique, "set": spec["set"], "setup": spec["setup"],
                          "model": member.get("model"), "level": str(member["level"]),
                          "rank": levels.index(member["level"]),
-                         "architecture": member.get("architecture", ""),
+                         "architecture": member.get("architecture") or metadata()["models"].get(
+                             member.get("model"), {}).get("architecture", ""),
                          "params_m": member.get("params_m", np.nan),
                          **{f"paper_{c}": v for c, v in zip(PAPER_COLUMNS, paper)}})
     return pd.DataFrame(rows)
@@ -297,7 +298,7 @@ LABELS = {"id_acc": "ID acc (%)", "id_rob": "ID rob (%)", "oodd_acc": "OOD_d acc
 
 
 def _round(values, digits: int = 2) -> pd.Series:
-    return pd.Series(values, dtype=float).round(digits).to_numpy()
+    return pd.Series(values, dtype=float).round(digits).to_numpy() + 0.0   # no "-0"
 
 
 def technique_table(inputs: dict, technique: str) -> pd.DataFrame:
@@ -383,9 +384,10 @@ def fig7(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
         rows.append(means)
     axes[0, 0].set_ylabel("OOD robustness (%)")
     axes[1, 0].set_ylabel("AER (points)")
-    for ax in axes[0]:
+    for ax in axes[0]:  # the legend in the first drawn panel, above its bars
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.set_ylim(top=1.3 * ax.get_ylim()[1])
+            ax.legend(fontsize=6, ncol=2, loc="upper left")
             break
     fig.tight_layout()
     data = (pd.concat(rows, ignore_index=True) if rows else
