@@ -184,3 +184,15 @@ def test_the_papers_sets_are_evaluated_where_their_robustbench_models_ran(tmp_pa
     # a set member not run here says so
     t10 = T.comparisons(shifts, "at_method")
     assert "not in oodrb.robustbench" in t10.set_index("model").loc["Pang2020Boosting", "note"]
+
+
+def test_an_empty_panel_gives_the_reason_of_its_scale():
+    quick = T.comparisons(make_shifts(), "extra_data")
+    assert T.why_missing(quick, "extra_data", zoo=True).startswith(T.NOT_IN_ZOO["extra_data"])
+    rb = make_shifts([("Wong2020Fast", "robustbench", np.nan, "robustbench", np.nan, "",
+                       43.0, 25.0, 20.0)])
+    paper = T.comparisons(rb, "extra_data")
+    assert not T.has_zoo(T.model_values(rb)) and T.has_zoo(T.model_values(make_shifts()))
+    why = T.why_missing(paper, "extra_data", zoo=False)
+    assert why.startswith("no self-trained zoo") and "not in oodrb.robustbench" in why
+    assert T.why_missing(T.comparisons(make_shifts(), "model_size"), "model_size") == ""

@@ -241,16 +241,25 @@ def level_means(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["technique", "rank", "level"]).reset_index(drop=True)
 
 
-def why_missing(frame: pd.DataFrame, technique: str) -> str:
-    """Why a technique has nothing evaluated: the zoo's reason (NOT_IN_ZOO) or the paper sets'
-    notes, in one line; "" when something was evaluated."""
+def has_zoo(values: pd.DataFrame) -> bool:
+    """Whether the results (model_values) hold self-trained AT models."""
+    return bool((values.adversarial.astype(bool) & (values.method != "robustbench")).any())
+
+
+def why_missing(frame: pd.DataFrame, technique: str, zoo: bool = True) -> str:
+    """Why a technique has nothing evaluated: the zoo's reason (NOT_IN_ZOO; `zoo`: whether the
+    results hold self-trained AT models) and the paper sets' notes, in one line; "" when
+    something was evaluated."""
     if frame.evaluated.any():
         return ""
-    reasons = [NOT_IN_ZOO[technique]] if technique in NOT_IN_ZOO else []
-    if technique in ZOO_FACTORS:
-        reasons.append("no two AT models of the zoo differ in this setting alone")
+    if not zoo:
+        reasons = ["no self-trained zoo at this scale"]
+    elif technique in NOT_IN_ZOO:
+        reasons = [NOT_IN_ZOO[technique]]
+    else:
+        reasons = ["no two AT models of the zoo differ in this setting alone"]
     if technique == "epochs":
-        reasons = ["zoo models only (the paper has no such comparison)"] + reasons[1:]
+        reasons = ["zoo models only (the paper has no such comparison)"] + reasons[:zoo]
     notes = sorted(set(frame.note) - {""}) if "note" in frame else []
     return "; ".join(reasons + [f"paper's sets: {n}" for n in notes])
 
@@ -309,7 +318,8 @@ def technique_table(inputs: dict, technique: str) -> pd.DataFrame:
 
     if technique not in TECHNIQUE_NAMES:
         raise ValueError(f"unknown technique {technique!r} (use {', '.join(TECHNIQUE_NAMES)})")
-    f = technique_rows(read_shifts(inputs), technique)
+    shifts = read_shifts(inputs)
+    f = technique_rows(shifts, technique)
     out = pd.DataFrame({"source": f.source, "set": f.set, "level": f.level,
                         "model": f.model.fillna("-").replace("", "-"),
                         "architecture": f.architecture.fillna("")})
@@ -323,7 +333,8 @@ def technique_table(inputs: dict, technique: str) -> pd.DataFrame:
     out["note"] = f.note.fillna("")
     if out.empty:
         out.loc[0, "note"] = "not at this scale: " + why_missing(f.assign(evaluated=False),
-                                                                 technique)
+                                                                 technique,
+                                                                 has_zoo(model_values(shifts)))
     return out
 
 
@@ -359,6 +370,7 @@ def fig7(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     bars = (("oodd_rob", "aer_d", "OOD_d", "C0"), ("oodt_rob", "aer_t", "OOD_t", "C3"))
     rows = []
     values = model_values(shifts)
+    zoo = has_zoo(values)
     for k, (technique, table, title) in enumerate(TECHNIQUES):
         frame = comparisons(shifts, technique, values)
         means = level_means(frame)
@@ -368,7 +380,7 @@ def fig7(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
             for ax in (top, bottom):
                 ax.set_xticks([])
                 ax.set_yticks([])
-            top.text(0.5, 0.5, "not at this scale:\n" + _wrap(why_missing(frame, technique)),
+            top.text(0.5, 0.5, "not at this scale:\n" + _wrap(why_missing(frame, technique, zoo)),
                      transform=top.transAxes, **{**_NO_DATA, "fontsize": 6})
             continue
         x = np.arange(len(means))
