@@ -102,6 +102,9 @@ def test_figure7_averages_over_sets_not_over_models():
     assert m.loc["small", ["sets", "models"]].tolist() == [2, 3]
     assert m.loc["large", "aer_d"] == pytest.approx(2.0)   # an undefined AER is left out
     assert T.level_means(f.assign(evaluated=False)).empty
+    # a set with one level evaluated compares nothing
+    alone = f.assign(evaluated=[True, False, True, True, True])
+    assert T.level_means(alone).set_index("level").loc["small", "sets"] == 1
 
 
 def test_paper_sets_follow_the_papers_tables():
@@ -184,6 +187,13 @@ def test_the_papers_sets_are_evaluated_where_their_robustbench_models_ran(tmp_pa
     # a set member not run here says so
     t10 = T.comparisons(shifts, "at_method")
     assert "not in oodrb.robustbench" in t10.set_index("model").loc["Pang2020Boosting", "note"]
+    # no zoo and no paper set (training length at paper scale): nothing drawn, no error
+    assert T.comparisons(shifts, "epochs").empty
+    path = tmp_path / "shifts.csv"
+    write_csv(str(path), shifts)
+    out = tuple(str(tmp_path / f"fig7.{e}") for e in ("pdf", "png", "csv"))
+    data = T.fig7({"shifts": str(path)}, out, {"caption": "test", "scale": "test"})
+    assert set(data.technique) == {"extra_data"}
 
 
 def test_an_empty_panel_gives_the_reason_of_its_scale():

@@ -205,9 +205,10 @@ def comparisons(shifts: pd.DataFrame, technique: str,
     if not paper.empty:
         paper = paper.assign(source="paper sets",
                              note=[_not_evaluated(r, evaluated) for _, r in paper.iterrows()])
-    frame = pd.concat([f for f in (zoo, paper) if not f.empty], ignore_index=True) \
-        if not (zoo.empty and paper.empty) else pd.DataFrame(
-            columns=["technique", "set", "model", "level", "rank", "source", "note"])
+    parts = [f for f in (zoo, paper) if not f.empty]
+    frame = (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[
+        "technique", "set", "setup", "model", "level", "rank", "architecture", "params_m",
+        "source", "note"]))
     if "note" not in frame:
         frame["note"] = ""
     frame["note"] = frame.note.fillna("")
@@ -225,9 +226,11 @@ def comparisons(shifts: pd.DataFrame, technique: str,
 def level_means(frame: pd.DataFrame) -> pd.DataFrame:
     """Figure 7's numbers from a `comparisons` frame: per level (in rank order), each value
     averaged over the members of a set at that level, then over the sets that have the level;
-    only evaluated members count.  Columns: technique, level, rank, sets, models and the means."""
+    only evaluated members count, and only sets with two or more levels evaluated (a comparison).
+    Columns: technique, level, rank, sets, models and the means."""
     value_columns = ["id_rob", "oodd_rob", "oodt_rob", "aer_d", "aer_t"]
     d = frame[frame.evaluated]
+    d = d[d.groupby(["source", "set"])["level"].transform("nunique") >= 2]
     if d.empty:
         return pd.DataFrame(columns=["technique", "level", "rank", "sets", "models",
                                      *value_columns])
