@@ -165,6 +165,112 @@ ENTRIES = (
 )
 
 
+# ------------------------------------------------------------------ by technique (Section 6)
+TECHNIQUES = "pabench.experiments.oodrb.techniques"
+
+
+def _aer_note() -> str:
+    from pabench.experiments.oodrb.techniques import NEAR_ZERO
+
+    return ("AER (adversarial effective robustness, Eq. 5) = OOD robustness - the line fitted ID "
+            "robustness -> OOD robustness over the AT models (" + FIT_NOTE + ") at the model's "
+            "ID robustness; effective accuracy likewise; AER left undefined (Table 2's \"-\") "
+            f"where ID or OOD robustness is below {NEAR_ZERO:g} %")
+
+
+def _zoo_settings(config: dict):
+    """The self-trained zoo's settings as the results table carries them (compute.describe)."""
+    import pandas as pd
+
+    rows = [{"model": name, "method": spec["method"],
+             "adversarial": spec["method"] != "undefended", "arch": spec["arch"],
+             "epochs": spec["epochs"], "augment": spec["augment"],
+             "trades_beta": spec["trades_beta"] if spec["method"] == "trades" else float("nan")}
+            for name, spec in plan.zoo(config).items() if name in plan.trained(config)]
+    return pd.DataFrame(rows, columns=["model", "method", "adversarial", "arch", "epochs",
+                                       "augment", "trades_beta"])
+
+
+def _technique_meta(config: dict, *technique_names: str, brief: bool = False) -> dict:
+    """The caption's account of each technique's comparison sets at this scale: the zoo's (or
+    "not at this scale: why") and the paper's, with how many of their models this scale runs;
+    `brief`: counts instead of the sets' names (Figure 7's six panels)."""
+    from pabench.experiments.oodrb import techniques as T
+
+    zoo = _zoo_settings(config)
+    evaluated = set(plan.robustbench(config))
+    notes = {}
+    for technique in technique_names:
+        sets = T.zoo_sets(zoo, technique)
+        if not sets.empty and brief:
+            zoo_note = f"{sets.set.nunique()} sets of {sets.model.nunique()} models"
+        elif not sets.empty:
+            zoo_note = "; ".join(f"{name}: {', '.join(d.sort_values('rank').level)}"
+                                 for name, d in sets.groupby("set", sort=False))
+        elif zoo.empty:
+            zoo_note = "no self-trained zoo at this scale"
+        else:
+            zoo_note = "not at this scale: " + T.NOT_IN_ZOO.get(
+                technique, "no two AT models of the zoo differ in this setting alone")
+        paper = T.paper_sets(technique)
+        if paper.empty:
+            paper_note = "none (the paper has no such comparison)"
+        else:
+            runs = paper.model.isin(evaluated) & (paper.setup == T.SETUP)
+            paper_note = (f"{int(runs.sum())} of {len(paper)} models run here" if brief else
+                          "; ".join(f"{name} ({int(runs[d.index].sum())} of {len(d)} models "
+                                    "run here)" for name, d in paper.groupby("set", sort=False)))
+        notes[f"{technique.replace('_', ' ')}: zoo sets"] = zoo_note
+        notes[f"{technique.replace('_', ' ')}: the paper's sets"] = paper_note
+    return _meta(config, AER=_aer_note(), **notes)
+
+
+def _table2_meta(config: dict) -> dict:
+    return _meta(config, AER=_aer_note(), defences=(
+        "ours: every model evaluated at this scale, by its training (the self-trained zoo: "
+        "standard training and L-p AT only; RobustBench: supervised L-p defences); the paper's "
+        "non-single-L-p defences and OOD generalisation methods: not at this scale, none is on "
+        "RobustBench's CIFAR-10 L-inf leaderboard, which is all this pipeline loads (PLAT and "
+        "CARD-Deck are on its corruptions leaderboard), so their rows carry the paper's values "
+        "and say why"))
+
+
+def _technique_entry(name: str, technique: str, table: str, what: str) -> Entry:
+    return Entry(P, name, f"{TECHNIQUES}:technique_table", "oodrb",
+                 f"{table}: the effect of {what} on the OOD generalisation of accuracy and "
+                 "robustness: per comparison set (models that differ in this alone), ID and OOD_d "
+                 "accuracy and robustness, effective accuracy and AER under OOD_d, OOD_t "
+                 "robustness and AER; ours (the zoo's sets, and the paper's sets where their "
+                 "models run here) beside the paper's values; `note`: why a paper member is not "
+                 "evaluated", kind="table", inputs=_table("shifts"),
+                 args=lambda c: {"technique": technique},
+                 meta=lambda c: _technique_meta(c, technique))
+
+
+TECHNIQUE_ENTRIES = (
+    Entry(P, "table2", f"{TECHNIQUES}:table2", "oodrb",
+          "Table 2: non-single-L-p defences and OOD generalisation methods under distribution "
+          "shift: ID and OOD_d accuracy and robustness, effective accuracy (ER) and AER under "
+          "OOD_d, OOD_t robustness over non-L-p, L-p and all threats; every model evaluated here, "
+          "then the paper's rows with the paper's values", kind="table",
+          inputs=_table("shifts"), meta=_table2_meta),
+    Entry(P, "fig7", f"{TECHNIQUES}:fig7", "oodrb",
+          "Figure 7: OOD robustness (top) and AER (bottom) under dataset (OOD_d) and threat "
+          "(OOD_t) shift per technique: (a) extra data, (b) augmentation, (c) architecture, "
+          "(d) model size, (e) AT method, and (f) training length (zoo only); each bar the mean "
+          "over the comparison sets (models that differ in that technique alone) of its level, "
+          "the number of sets under it; a panel without a set says why",
+          inputs=_table("shifts"),
+          meta=lambda c: _technique_meta(c, "extra_data", "augmentation", "architecture",
+                                         "model_size", "at_method", "epochs", brief=True)),
+    _technique_entry("table6", "extra_data", "Table 6", "training with extra data"),
+    _technique_entry("table7", "augmentation", "Table 7", "data augmentation"),
+    _technique_entry("table8", "architecture", "Table 8", "model architecture"),
+    _technique_entry("table9", "model_size", "Table 9", "model size"),
+    _technique_entry("table10", "at_method", "Table 10", "the adversarial training method"),
+)
+ENTRIES = ENTRIES + TECHNIQUE_ENTRIES
+
 def _claim_tables(config: dict) -> dict:
     tables = {"oodrb_shifts": paths.oodrb_table("shifts"),
               "oodrb_predictions": paths.oodrb_table("predictions")}
