@@ -143,7 +143,7 @@ def equal_accuracy_tol(n: int, confidence: float = 0.99) -> float:
 def _pixels(copies: str | None = None):
     """Decorator: the estimator runs under pabench.core.threads' bound for its work, the input
     values it passes through the model (the points' values times the argument `copies`, the
-    noisy copies of each point).  An invalid count counts as 1: the estimator's own checks name it."""
+    noisy copies of each point).  An invalid count counts as 1: the estimator's checks name it."""
     def wrap(fn):
         signature = inspect.signature(fn)
 
