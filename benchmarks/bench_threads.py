@@ -1,9 +1,11 @@
 """The PA library on an idle and on a busy machine, side by side in one process.
 
     python benchmarks/bench_threads.py [--repeat 15] [--sizes 10000,100000,1000000]
+                                       [--points 300] [--only pa|avgcase]
 
-For each problem (PA exact solver on N x 10 logits for each N, and the adam solver on 10,000 x 10
-for 20 epochs) it prints the median time in three conditions:
+For each problem (PA exact solver on N x 10 logits for each N, the adam solver on 10,000 x 10
+for 20 epochs; the average-case Taylor estimator, gradients and normal CDF, on --points 28 x 28
+inputs of a small MLP and of a small CNN) it prints the median time in three conditions:
   idle     nothing else running (beyond what the machine already runs: check the load line)
   busy     one plain Python busy loop per core (background processes)
   torch    one PyTorch process per core, each running element-wise operations on its default
@@ -22,9 +24,11 @@ import time
 
 import numpy as np
 import torch
+from torch import nn
 
 from pabench.core import threads
 from pabench.metrics import posterior_agreement
+from pabench.metrics.avgcase.estimators import p_taylor
 
 
 def _busy_loop():
@@ -36,6 +40,18 @@ def _torch_loop():
     x = torch.randn(200_000)
     while True:
         x = (x * 1.0001).sin_()
+
+
+def _avgcase_problems(points):
+    """Taylor estimates (sigma 0.1) of two small 10-class models on `points` 28 x 28 inputs."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 100), nn.ReLU(), nn.Linear(100, 10))
+    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(32 * 7 * 7, 10))
+    x = torch.rand(points, 1, 28, 28)
+    return {f"taylor MLP {points} pts": lambda: p_taylor(mlp, x, 0.1),
+            f"taylor CNN {points} pts": lambda: p_taylor(cnn, x, 0.1)}
 
 
 def _problems(sizes):
@@ -94,12 +110,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--points", type=int, default=300, help="average-case points")
+    ap.add_argument("--only", choices=["pa", "avgcase"], help="time only these problems")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"{os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load average at start {os.getloadavg()[0]:.2f}; "
           f"MIN_WORK_PER_THREAD {threads.MIN_WORK_PER_THREAD:,}")
-    problems = _problems(sizes)
+    problems = {**(_problems(sizes) if args.only != "avgcase" else {}),
+                **(_avgcase_problems(args.points) if args.only != "pa" else {})}
     results = {"idle": _measure(problems, args.repeat),
                "busy": _loaded(_busy_loop, problems, args.repeat),
                "torch": _loaded(_torch_loop, problems, args.repeat)}
@@ -111,6 +130,10 @@ def main():
             print(f"{name:<28}{policy:<13}{1e3 * t['idle']:>10.1f}{1e3 * t['busy']:>10.1f}"
                   f"{1e3 * t['torch']:>10.1f}{t['busy'] / t['idle']:>11.2f}"
                   f"{t['torch'] / t['idle']:>12.2f}")
+    print(f"\n{'all threads / capped':<28}{'idle':>10}{'busy':>10}{'torch':>10}")
+    for name in problems:
+        ratios = (results[c][name, "all threads"] / results[c][name, "capped"] for c in results)
+        print(f"{name:<28}" + "".join(f"{r:>10.2f}" for r in ratios))
     worst = max(results[c][n, "capped"] / results["idle"][n, "capped"]
                 for c in ("busy", "torch") for n in problems)
     print(f"capped policy, worst loaded/idle: {worst:.2f} (goal <= 2)")

@@ -32,13 +32,15 @@ def cmd_pa(args) -> int:
 
     a = load_array(args.a, args.key)
     b = load_array(args.b, args.key)
-    from pabench.metrics import afr_pred, posterior_agreement  # (PyTorch: once the files read)
+    from pabench.core.threads import threads_limited  # (PyTorch: once the files read)
+    from pabench.metrics import afr_pred, posterior_agreement
 
     res = posterior_agreement(a, b, solver=args.solver, inputs=args.inputs, epochs=args.epochs,
                               seed=args.seed, progress=args.progress)
     out = {k: _json_number(v) for k, v in res.summary().items()}
     if a.ndim == 2:
-        out["afr_pred"] = afr_pred(a, b)
+        with threads_limited(a.size):        # the library's thread bound (pabench.core.threads)
+            out["afr_pred"] = afr_pred(a, b)
     print(json.dumps(out, indent=2))
     return 0
 
@@ -77,6 +79,7 @@ def _checked_model(model, x, names):
     import torch
 
     from pabench.core.modelfile import reason
+    from pabench.core.threads import threads_limited
     from pabench.metrics.avgcase.checks import check_classes
     from pabench.metrics.avgcase.estimators import linear_weights
 
@@ -84,7 +87,7 @@ def _checked_model(model, x, names):
     x = torch.from_numpy(x).to(dtype)
     probe = x[:2]
     try:
-        with torch.no_grad():
+        with torch.no_grad(), threads_limited(probe.numel()):
             out = model(probe)
     except Exception as err:  # noqa: BLE001 - a user's model raises anything
         shape = ", ".join(map(str, x.shape[1:]))

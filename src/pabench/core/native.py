@@ -4,7 +4,9 @@ loaded with ctypes.
 
 Without a compiler (or with PABENCH_NATIVE=0) `compile_library` returns None and callers use their
 numpy / PyTorch path.  Builds use -march=native, so the cache key includes this CPU's model and
-flags as well as the source text, the flags and the compiler.
+flags as well as the source text, the shared headers' text, the flags and the compiler.
+Sources include the shared headers of this directory (giles_erfinv.h) by name.
+docs/architecture.md ("Native kernels") describes the kernels, their build and the fallback.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 
 log = logging.getLogger("pabench.native")
+
+INCLUDE = Path(__file__).parent     # the shared headers (*.h) every kernel may include
 
 
 def _cpu_identity() -> str:
@@ -41,8 +45,8 @@ def _build(compiler: str, source: Path, flags: tuple[str, ...], target: Path) ->
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        subprocess.run([compiler, *flags, str(source), "-o", tmp, "-lm"], check=True,
-                       capture_output=True, text=True, timeout=300)
+        subprocess.run([compiler, *flags, f"-I{INCLUDE}", str(source), "-o", tmp, "-lm"],
+                       check=True, capture_output=True, text=True, timeout=300)
         os.replace(tmp, target)  # atomic: concurrent jobs never load a half-written library
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -59,7 +63,8 @@ def compile_library(source: Path, flags: tuple[str, ...]) -> ctypes.CDLL | None:
     if not compiler:
         log.info("no C compiler found: %s is not used (numpy / PyTorch path instead)", source.name)
         return None
-    key = hashlib.sha256("\n".join([source.read_text(), " ".join(flags), compiler,
+    headers = [h.read_text() for h in sorted(INCLUDE.glob("*.h"))]
+    key = hashlib.sha256("\n".join([source.read_text(), *headers, " ".join(flags), compiler,
                                     platform.machine(), _cpu_identity()]).encode()).hexdigest()[:16]
     target = cache_dir() / f"{source.stem}-{key}.so"
     try:

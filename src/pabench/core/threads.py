@@ -5,7 +5,8 @@ grain size (32,768 elements), and OpenMP threads spin at each operation's barrie
 machine (another PyTorch job on every core) a thread that has to wait for its share of a core
 turns each of the thousands of small operations of a PA solve into a scheduler round trip:
 the same solve then runs 10-100x slower on two threads than on one.  Small problems therefore run
-on one thread, and larger ones on as many threads as they have work for.
+on one thread, and larger ones on as many threads as they have work for.  docs/architecture.md
+("Threads on a busy machine") lists what each caller counts as its work.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "giles_erfinv.h"
+
 /* 8 doubles, lane-wise operations (GCC / clang vector extension): each lane does the scalar
  * operations, in the same order */
 typedef double v8d __attribute__((vector_size(64)));
@@ -59,39 +61,19 @@ static inline float log_pos(float a) {
     return e * 0.693147181f + (2.0f * s) * poly;
 }
 
-/* Standard normal from a uniform in (0, 1): sqrt(2) erfinv(2u - 1), with Giles' single-precision
- * erfinv ("Approximating the erfinv function", GPU Computing Gems, 2011).  This is its central
- * branch, right where *w_out < 5; normal_tail is the other. */
+/* Standard normal from a uniform in (0, 1): sqrt(2) erfinv(2u - 1) by Giles' erfinv
+ * (giles_erfinv.h).  This is its central branch, right where *w_out < 5; normal_tail is the
+ * other. */
 static inline float normal_from_uniform(float u, float *w_out) {
     float x = 2.0f * u - 1.0f;
     float w = -log_pos((1.0f - x) * (1.0f + x));
-    float c = w - 2.5f;
-    float p = 2.81022636e-08f;
-    p = 3.43273939e-07f + p * c;
-    p = -3.5233877e-06f + p * c;
-    p = -4.39150654e-06f + p * c;
-    p = 0.00021858087f + p * c;
-    p = -0.00125372503f + p * c;
-    p = -0.00417768164f + p * c;
-    p = 0.246640727f + p * c;
-    p = 1.50140941f + p * c;
     *w_out = w;
-    return (p * x) * 1.41421356f;
+    return (giles_erfinv_centre(w) * x) * 1.41421356f;
 }
 
 static float normal_tail(float u, float w) {
     float x = 2.0f * u - 1.0f;
-    float t = sqrtf(w) - 3.0f;
-    float q = -0.000200214257f;
-    q = 0.000100950558f + q * t;
-    q = 0.00134934322f + q * t;
-    q = -0.00367342844f + q * t;
-    q = 0.00573950773f + q * t;
-    q = -0.0076224613f + q * t;
-    q = 0.00943887047f + q * t;
-    q = 1.00167406f + q * t;
-    q = 2.83297682f + q * t;
-    return (q * x) * 1.41421356f;
+    return (giles_erfinv_tail(w) * x) * 1.41421356f;
 }
 
 static inline uint8_t unit_to_u8(float v) {      /* clip to [0, 1], scale, truncate */

@@ -6,6 +6,7 @@ Every estimator checks its arguments and the model's clean logits before samplin
 """
 from __future__ import annotations
 
+import inspect
 import logging
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from pabench.core.threads import limit_threads, size_of
 from pabench.metrics.avgcase.checks import (check_classes, check_estimator, check_finite,
                                             check_n, check_sigma, check_temperature)
 from pabench.metrics.avgcase.gradients import decision_functions, others
@@ -138,6 +140,25 @@ def equal_accuracy_tol(n: int, confidence: float = 0.99) -> float:
     return float(stats.norm.ppf(0.5 + confidence / 2) * 0.5 / np.sqrt(n))
 
 
+def _pixels(copies: str | None = None):
+    """Decorator: the estimator runs under pabench.core.threads' bound for its work, the input
+    values it passes through the model (the points' values times the argument `copies`, the
+    noisy copies of each point).  An invalid count counts as 1: the estimator's checks name it."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        def work(*args, **kwargs):
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            n = given.arguments.get(copies, 1)
+            valid = isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0
+            return size_of(given.arguments["x"]) * (int(n) if valid else 1)
+        return limit_threads(work)(fn)
+    return wrap
+
+
+# One thread for small inputs: on a busy machine extra threads cost more than they save.
+@_pixels("n")
 def p_mc(model, x, sigma: float, n: int = 10_000, *, target=None, batch_size: int | None = None,
          seed: int = 0, adaptive: bool = False, tol: float | None = None,
          confidence: float = 0.99, bfloat16: bool = False, progress: bool = False) -> MCResult:
@@ -231,6 +252,7 @@ def _bar(enabled: bool, total: int, desc: str):
 # ---------------------------------------------------------------------------------------------
 # Linearisations: Taylor (at x) and MMSE (averaged over noisy copies)
 
+@_pixels("n")
 def linearised(model, x, *, target=None, sigma: float | None = None, n: int = 1,
                batch_size: int = 256, seed: int = 0) -> Linearisation:
     """Taylor linearisation at x (sigma None), or the MMSE one: g and grad g averaged over n
@@ -257,6 +279,7 @@ def linearised(model, x, *, target=None, sigma: float | None = None, n: int = 1,
     return Linearisation.of(torch.cat(gs), torch.cat(grads))
 
 
+@_pixels()
 def p_taylor(model, x, sigma: float, *, mvs: bool = False, target=None, batch_size: int = 256,
              seed: int = 0, return_error: bool = False):
     """p_robust by the Taylor linearisation at x; with `return_error` also the normal CDF's
@@ -266,6 +289,7 @@ def p_taylor(model, x, sigma: float, *, mvs: bool = False, target=None, batch_si
     return from_linearisation(lin, sigma, mvs, seed, return_error)
 
 
+@_pixels("n")
 def p_mmse(model, x, sigma: float, n: int = 5, *, mvs: bool = False, target=None,
            batch_size: int = 256, seed: int = 0, return_error: bool = False):
     """p_robust by the MMSE linearisation (n noisy copies); `return_error` as for p_taylor."""
@@ -295,6 +319,7 @@ def p_linear(weight, bias, x, sigma: float, seed: int = 0, return_error: bool = 
 # ---------------------------------------------------------------------------------------------
 # Softmax baseline
 
+@_pixels("n")
 def p_softmax(model, x, temperature: float = 1.0, *, sigma: float | None = None, n: int = 1,
               target=None, batch_size: int = 512, seed: int = 0) -> np.ndarray:
     """softmax_t(f(x) / T): the model's confidence in t (independent of sigma).  With sigma and

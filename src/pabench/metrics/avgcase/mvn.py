@@ -25,6 +25,7 @@ from scipy.special import log_ndtr, logsumexp, ndtr
 from scipy.stats import qmc
 
 from pabench.core.native import compile_library
+from pabench.core.threads import limit_threads, size_of
 
 ABSEPS = 5e-5           # default error tolerance of mvn_cdf (the estimators' too)
 BACKENDS = ("native", "torch")
@@ -55,6 +56,8 @@ def mv_sigmoid(z):
     return np.exp(-logsumexp(np.concatenate([zero, -z], axis=-1), axis=-1))
 
 
+# Threads by the first round's work (limits times samples): small batches run on one thread.
+@limit_threads(lambda z, *args, **kwargs: size_of(z) * _N_RAND * _N_FIRST)
 def mvn_cdf(z, cov, *, abseps=ABSEPS, max_samples=100_000, seed=0, return_error=False,
             device=None, backend=None):
     """P[X <= z_b] for X ~ N(0, cov_b), for each row z_b of `z`.
