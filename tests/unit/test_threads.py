@@ -105,15 +105,27 @@ def test_estimates_with_work_for_two_threads_use_both(two_threads, monkeypatch):
     from pabench.metrics.avgcase import estimators
 
     monkeypatch.setattr(threads, "MIN_WORK_PER_THREAD", 1000)
-    model, x = _ThreadSpy(), torch.randn(10, 8)          # 80 input values a copy of every point
-    estimators.p_mc(model, x, 0.5, 10)                   # 800 values: one thread
+    model, x = _ThreadSpy(), torch.randn(10, 8)   # 8 values a point, 27 parameters: 270 a copy
+    estimators.p_mc(model, x, 0.5, 3)                    # 810: one thread
     assert set(model.seen) == {1}
     model.seen.clear()
-    estimators.p_mc(model, x, 0.5, n=300)                # 24,000 values: both
+    estimators.p_mc(model, x, 0.5, n=300)                # 81,000: both
     assert set(model.seen) == {2}
     model.seen.clear()
     estimators.p_mmse(model, torch.randn(300, 8), 0.5, 5)
     assert set(model.seen) == {2}
+
+
+def test_a_large_network_on_few_points_keeps_every_thread(two_threads):
+    """The work counts the model's parameters (a floor on its multiply-adds), not only the input
+    values: a ResNet-sized model on 2 points is not a small problem."""
+    from pabench.metrics.avgcase import estimators
+
+    model = _ThreadSpy()
+    model.weights = torch.nn.Parameter(torch.zeros(2 * threads.MIN_WORK_PER_THREAD))  # unused
+    estimators.p_taylor(model, torch.randn(2, 8), 0.5)
+    assert set(model.seen) == {2}
+    assert torch.get_num_threads() == 2
 
 
 def test_a_bad_copy_count_still_gets_the_estimators_message(two_threads):

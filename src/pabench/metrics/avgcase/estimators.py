@@ -141,9 +141,11 @@ def equal_accuracy_tol(n: int, confidence: float = 0.99) -> float:
 
 
 def _pixels(copies: str | None = None):
-    """Decorator: the estimator runs under pabench.core.threads' bound for its work, the input
-    values it passes through the model (the points' values times the argument `copies`, the
-    noisy copies of each point).  An invalid count counts as 1: the estimator's checks name it."""
+    """Decorator: the estimator runs under pabench.core.threads' bound for its work, counted per
+    point and noisy copy (the argument `copies`) as the larger of the point's input values and
+    the model's parameters (a floor on its multiply-adds), so that a large network on a few
+    points keeps every thread while a small one on a busy machine does not fan out.  An invalid
+    count counts as 1: the estimator's checks name it."""
     def wrap(fn):
         signature = inspect.signature(fn)
 
@@ -152,7 +154,11 @@ def _pixels(copies: str | None = None):
             given.apply_defaults()
             n = given.arguments.get(copies, 1)
             valid = isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n > 0
-            return size_of(given.arguments["x"]) * (int(n) if valid else 1)
+            x, model = given.arguments["x"], given.arguments["model"]
+            points = len(x) if size_of(x) else 0
+            per_point = size_of(x) // max(points, 1)
+            params = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
+            return points * max(per_point, params) * (int(n) if valid else 1)
         return limit_threads(work)(fn)
     return wrap
 
