@@ -62,7 +62,7 @@ def fig8(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     parts = []
     for (name, d), (marker, color) in zip(data.groupby("set", sort=False),
                                          (("o", "C0"), ("^", "C1"))):
-        ax.scatter(d.aa, d.mm5, s=22, marker=marker, color=color, alpha=0.8,
+        ax.scatter(d.aa, d.mm5, s=22, marker=marker, color=color, alpha=0.8, clip_on=False,
                    label=f"{name} ({len(d)} models)")
         sd = d.gap.std(ddof=1) if len(d) > 1 else np.nan
         parts.append(f"{name} gap {d.gap.mean():+.2f} (SD {sd:.2f})")
@@ -159,7 +159,7 @@ def r2_thresholds(inputs: dict, outputs, meta: dict, family: str = "dataset",
             F._heatmap(ax, matrix, [f"{z} (n = {sizes[z]})" for z in zoos], order)
         else:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **F.NO_DATA)
-        ax.set_title(f"R^2 of {pair}, AT models, as models with ID accuracy + robustness below "
+        ax.set_title(f"R^2 of {pair}, AT models, as models with ID accuracy + robustness below\n"
                      "the threshold are removed (NC: no model of ours; grey: undefined)",
                      fontsize=7)
     fig.tight_layout()
@@ -212,9 +212,10 @@ def fit_scatter(inputs: dict, outputs, meta: dict, family: str = "dataset",
     fig.supxlabel(f"{seen} (%)", fontsize=7)
     fig.supylabel("OOD (%)" if family == "dataset" else "unforeseen (threat-shift) robustness (%)",
                   fontsize=7)
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", fontsize=6,
-               ncol=6, bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout()
+    # the legend on top, in a strip kept free of panels
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="upper center", fontsize=6, ncol=6,
+               bbox_to_anchor=(0.5, 1.0))
     data = pd.concat(rows, ignore_index=True)
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
