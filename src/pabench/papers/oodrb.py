@@ -195,7 +195,8 @@ APPENDIX = (
           "Figure 8: MM5 against AutoAttack robust accuracy, one point per model, ID and on the "
           "corrupted images of Table 3 (its attacks table: the paper compares every RobustBench "
           "model on ID data; we have the Table 3 models, two at quick scale), y = x, the mean and "
-          "SD over the models of the gap MM5 - AA", inputs=_table("attacks"), meta=_table3_meta,
+          "SD over the models of the gap MM5 - AA", inputs=_table("attacks"),
+          meta=lambda c: {k: v for k, v in _table3_meta(c).items() if k != "paper"},
           enabled=lambda c: bool(plan.table3_models(c))),
     Entry(P, "fig13", f"{APPENDIX_FN}:fig13", "oodrb",
           "Figure 13: R^2 of the ID -> OOD fits of AT models whose metrics misalign, per dataset "
