@@ -69,3 +69,8 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
     # Table 3: one of them, and one of the paper's Table 3 models outside the list (attacks alone)
     assert int(counts["oodrb_attacks"]) == 2
     assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts
+    # the appendix figures (Figure 17 waits for an L2 setup)
+    for rule in ("oodrb_fig8", "oodrb_fig13", "oodrb_fig14", "oodrb_fig16", "oodrb_fig18",
+                 "oodrb_fig19_21", "oodrb_fig28"):
+        assert int(counts.get(rule, 0)) == 1, (rule, counts)
+    assert "oodrb_fig17" not in counts

@@ -271,6 +271,82 @@ TECHNIQUE_ENTRIES = (
 )
 ENTRIES = ENTRIES + TECHNIQUE_ENTRIES
 
+
+# ------------------------------------------------------------------ the appendix figures
+APPENDIX_FN = "pabench.experiments.oodrb.appendix"
+
+
+def _norm(config: dict) -> str:
+    """The ID threat model's norm: "linf", or "l2" in an L2 setup (the key that setup adds)."""
+    return _o(config).get("norm", "linf")
+
+
+def _thresholds(config: dict) -> tuple:
+    from pabench.experiments.oodrb.analysis import THRESHOLDS
+
+    return THRESHOLDS[_norm(config)]
+
+
+def _threshold_meta(config: dict) -> dict:
+    ours = bool(plan.trained(config))
+    return _meta(config, thresholds=", ".join(f">= {t:g}" for t in _thresholds(config)) + (
+        " (the paper's Figure 16 thresholds; Figure 18's are not legible in our copy of the paper: "
+        "the same)" if _norm(config) == "linf" else " (the paper's Figure 17 thresholds)"),
+        NC=("the AT models not trained by us (RobustBench's)" + (
+            "; every AT model here is self-trained, so NC is empty" if ours and not
+            plan.robustbench(config) else "")))
+
+
+APPENDIX = (
+    Entry(P, "fig8", f"{APPENDIX_FN}:fig8", "oodrb",
+          "Figure 8: MM5 against AutoAttack robust accuracy, one point per model, ID and on the "
+          "corrupted images of Table 3 (its attacks table: the paper compares every RobustBench "
+          "model on ID data; we have the Table 3 models, two at quick scale), y = x, the mean and "
+          "SD over the models of the gap MM5 - AA", inputs=_table("attacks"),
+          meta=lambda c: {k: v for k, v in _table3_meta(c).items() if k != "paper"},
+          enabled=lambda c: bool(plan.table3_models(c))),
+    Entry(P, "fig13", f"{APPENDIX_FN}:fig13", "oodrb",
+          "Figure 13: R^2 of the ID -> OOD fits of AT models whose metrics misalign, per dataset "
+          "shift: ID accuracy -> OOD robustness (acc-rob) and ID robustness -> OOD accuracy "
+          "(rob-acc), with the ID trade-off (ID robustness on ID accuracy) in the title ("
+          + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta),
+    Entry(P, "fig14", f"{APPENDIX_FN}:fig14", "oodrb",
+          "Figure 14: agreement on the line (Figure 5) on every OOD set with per-image "
+          "predictions: ID against OOD agreement of each pair of AT models' predictions on their "
+          "own MM5 adversarial examples, and each model's robustness on the same images. The "
+          "predictions table records the natural shifts only, so the paper's impulse-noise panel "
+          "(a corruption) is not drawn", inputs=_table("predictions", "shifts"), meta=_meta,
+          enabled=lambda c: bool(_o(c)["natural"])),
+    Entry(P, "fig16", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
+          "Figure 16: the change of R^2 (acc-acc and rob-rob, AT models) under each dataset shift "
+          "as the models with ID accuracy + robustness below each threshold are removed; rows: "
+          "all AT models, each threshold, NC (no model of ours), with the models each keeps; no "
+          "fallback (a zoo of two models or fewer has no R^2)", inputs=_table("shifts"),
+          args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)},
+          meta=_threshold_meta, enabled=lambda c: _norm(c) == "linf"),
+    Entry(P, "fig17", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
+          "Figure 17: Figure 16 for the L2 setup", inputs=_table("shifts"),
+          args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)},
+          meta=_threshold_meta, enabled=lambda c: _norm(c) == "l2"),
+    Entry(P, "fig18", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
+          "Figure 18: the change of R^2 of ID (seen) robustness -> robustness under each threat "
+          "shift (AT models) as the models with ID accuracy + robustness below each threshold are "
+          "removed; rows as Figure 16", inputs=_table("shifts"),
+          args=lambda c: {"family": "threat", "thresholds": _thresholds(c)},
+          meta=_threshold_meta, enabled=lambda c: bool(plan.threats(c))),
+    Entry(P, "fig19_21", f"{APPENDIX_FN}:fit_scatter", "oodrb",
+          "Figures 19-21: ID against OOD accuracy and ID against OOD robustness per dataset shift "
+          "and aggregate, AT models, with the fitted line and R^2 of Figure 3 (" + FIT_NOTE
+          + "; hollow: left out of the fit)", inputs=_table("shifts"),
+          args=lambda c: {"family": "dataset"}, meta=_meta),
+    Entry(P, "fig28", f"{APPENDIX_FN}:fit_scatter", "oodrb",
+          "Figure 28: seen (ID L-p) against unforeseen robustness on ID data, per threat shift and "
+          "OOD_t, AT models, with the fitted line and R^2 of Figure 4 (" + FIT_NOTE
+          + "; hollow: left out of the fit)", inputs=_table("shifts"),
+          args=lambda c: {"family": "threat"}, meta=_meta,
+          enabled=lambda c: bool(plan.threats(c))),
+)
+
 def _claim_tables(config: dict) -> dict:
     tables = {"oodrb_shifts": paths.oodrb_table("shifts"),
               "oodrb_predictions": paths.oodrb_table("predictions")}
@@ -280,5 +356,5 @@ def _claim_tables(config: dict) -> dict:
     return tables
 
 
-PAPER = Paper(P, "OODRobustBench", ENTRIES, claim_modules=("pabench.experiments.oodrb.claims",),
+PAPER = Paper(P, "OODRobustBench", ENTRIES + APPENDIX, claim_modules=("pabench.experiments.oodrb.claims",),
               claim_tables=_claim_tables)

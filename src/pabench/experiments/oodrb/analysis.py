@@ -697,3 +697,49 @@ def pa_prediction(shifts: pd.DataFrame, groups=("all", "AT")) -> pd.DataFrame:
 def pa_vs_ood(shifts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """PA under dataset shift: (pa_ranking, pa_prediction) of the table."""
     return pa_ranking(shifts), pa_prediction(shifts)
+
+
+# ------------------------------------------------------------------ Appendix F: filter thresholds
+# Methods of models that someone else trained (RobustBench's): the paper's "NC" (no custom) zoo
+# keeps only these.  Every other AT method is one of our own training recipes.
+PUBLIC_METHODS = ("robustbench",)
+# The overall-performance thresholds (ID accuracy + robustness, percent) of Figures 16 and 17.
+THRESHOLDS = {"linf": (90.0, 100.0, 110.0, 120.0, 130.0, 140.0),
+              "l2": (110.0, 120.0, 130.0, 140.0, 145.0)}
+
+
+def threshold_zoos(agg: pd.DataFrame, thresholds=THRESHOLDS["linf"],
+                   no_custom: bool = True) -> list[tuple[str, float, list[str]]]:
+    """Appendix F's model zoos of the AT models (`aggregate` rows): all of them, those with ID
+    accuracy + robustness >= each threshold, and ("NC") those not trained by us (PUBLIC_METHODS):
+    (name, threshold or NaN, models)."""
+    at = in_group(agg, "AT")
+    total = at.id_acc + at.id_rob
+    zoos = [("All", np.nan, at.model.tolist())]
+    zoos += [(f">= {t:g}", float(t), at.model[total >= t].tolist()) for t in thresholds]
+    if no_custom:
+        zoos.append(("NC", np.nan, at.model[at.method.isin(PUBLIC_METHODS)].tolist()))
+    return zoos
+
+
+def threshold_fits(shifts: pd.DataFrame, thresholds=THRESHOLDS["linf"],
+                   pairs=("acc-acc", "rob-rob"), no_custom: bool = True) -> pd.DataFrame:
+    """The fits of `fits` (AT models, percent) on each of threshold_zoos' zoos, exactly the
+    models it holds (no fallback: a zoo of two models or fewer has R^2 NaN): the change of R^2
+    as inferior models are removed (Figures 16-18).  One row per zoo, target and pair (targets
+    of an empty zoo: NaN), with `zoo`, `threshold` and `zoo_models`."""
+    s = check_shifts(shifts)
+    agg = aggregate(s)
+    every = fits(s, pairs=pairs, groups=("AT",), min_total=None)
+    keys = every[["target", "label", "family", "aggregate", "pair"]]
+    rows = []
+    for name, threshold, models in threshold_zoos(agg, thresholds, no_custom):
+        f = (fits(s[s.model.isin(models)], pairs=pairs, groups=("AT",), min_total=None)
+             if models else every.iloc[:0])
+        f = keys.merge(f.drop(columns=["label", "family", "aggregate"]), how="left",
+                       on=["target", "pair"])
+        rows.append(f.assign(group="AT", zoo=name, threshold=threshold, zoo_models=len(models),
+                             n=f.n.fillna(0).astype(int)))
+    return pd.concat(rows, ignore_index=True)[
+        ["zoo", "threshold", "zoo_models", "target", "label", "family", "aggregate", "group", "pair",
+         "n", "slope", "intercept", "r2", "upper_limit"]]

@@ -278,28 +278,15 @@ def at_models(shifts: pd.DataFrame) -> list[str]:
     return A.models_of(shifts).query("adversarial").model.tolist()
 
 
-def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.DataFrame:
-    """Agreement on the line: per pair of AT models, the share of images where their predictions
-    on their own adversarial examples agree, ID against OOD (`shift`, default the first natural
-    shift of the table), with the fitted line and R^2; beside it each model's robustness ID
-    against OOD on the same images (the line agreement should follow)."""
-    preds = read_tables(inputs["predictions"])
-    available = A.natural_shifts(preds)
-    if shift is None:
-        if not available:
-            raise ValueError("predictions table: no OOD set besides the ID one")
-        shift = available[0]
-    elif shift not in available:
-        raise ValueError(f"predictions table: no shift {shift!r} (has {available})")
-    models = None
-    if inputs.get("shifts"):
-        shifts, meta = _read(inputs, meta)
-        models = at_models(shifts)
+def agreement_data(preds: pd.DataFrame, shift: str, models=None) -> pd.DataFrame:
+    """Figure 5's numbers for one OOD set: per pair of models the ID and OOD agreement of their
+    adversarial predictions (kind "agreement"), per model its ID and OOD robustness on the same
+    images (kind "robustness"), each with its fitted line (fit_* columns)."""
     pairs = A.agreement(preds, shift, models)
     used = models if models is not None else list(dict.fromkeys([*pairs.model_a, *pairs.model_b]))
     rob = A.prediction_robustness(preds, shift, used)
     rob_line = A.fit(rob.id_robustness, rob.ood_robustness)
-    data = pd.concat([
+    return pd.concat([
         pd.DataFrame({"kind": "agreement", "model_a": pairs.model_a, "model_b": pairs.model_b,
                       "shift": shift, "id_value": pairs.id_agreement, "ood_value": pairs.ood_agreement,
                       "n_id": pairs.n_id, "n_ood": pairs.n_ood, "fit_slope": pairs.fit_slope,
@@ -308,20 +295,52 @@ def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.Data
                       "id_value": rob.id_robustness, "ood_value": rob.ood_robustness,
                       "fit_slope": rob_line["slope"], "fit_intercept": rob_line["intercept"],
                       "fit_r2": rob_line["r2"]})], ignore_index=True)
-    line = A.fit(pairs.id_agreement, pairs.ood_agreement)
-    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+
+
+def agreement_panel(ax, data: pd.DataFrame, legend_size: int = 6) -> None:
+    """One OOD set's agreement_data: pairs (agreement) and models (robustness), each with its
+    line and R^2, and y = x."""
     lo, hi = _square_limits(ax, pd.concat([data.id_value, data.ood_value]))
     ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
-    ax.scatter(pairs.id_agreement, pairs.ood_agreement, s=10, color="C0", alpha=0.7,
-               label=f"agreement, {len(pairs)} pairs: R^2 = {_r2(line['r2'])}")
-    _line(ax, line, lo, hi, color="C0")
-    ax.scatter(rob.id_robustness, rob.ood_robustness, s=18, marker="^", color="C1",
-               label=f"robustness, {len(rob)} models: R^2 = {_r2(rob_line['r2'])}")
-    _line(ax, rob_line, lo, hi, color="C1")
-    ax.set(xlabel="ID (%)", ylabel=f"OOD: {A.label(shift)} (%)", aspect="equal")
+    for kind, marker, size, color, who in (("agreement", "o", 10, "C0", "pairs"),
+                                           ("robustness", "^", 18, "C1", "models")):
+        d = data[data.kind == kind]
+        line = A.fit(d.id_value, d.ood_value)
+        ax.scatter(d.id_value, d.ood_value, s=size, marker=marker, color=color, alpha=0.7,
+                   label=f"{kind}, {len(d)} {who}: R^2 = {_r2(line['r2'])}")
+        _line(ax, line, lo, hi, color=color)
+    ax.set(xlabel="ID (%)", ylabel=f"OOD: {A.label(data['shift'].iloc[0])} (%)", aspect="equal")
+    ax.legend(fontsize=legend_size, loc="upper left")
+
+
+def agreement_inputs(inputs: dict, meta: dict) -> tuple[pd.DataFrame, list | None, dict]:
+    """The predictions table, the AT models (None without a shifts table: every model) and the
+    meta of Figures 5 and 14."""
+    preds = read_tables(inputs["predictions"])
+    if not inputs.get("shifts"):
+        return preds, None, meta
+    shifts, meta = _read(inputs, meta)
+    return preds, at_models(shifts), meta
+
+
+def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.DataFrame:
+    """Agreement on the line: per pair of AT models, the share of images where their predictions
+    on their own adversarial examples agree, ID against OOD (`shift`, default the first natural
+    shift of the table), with the fitted line and R^2; beside it each model's robustness ID
+    against OOD on the same images (the line agreement should follow)."""
+    preds, models, meta = agreement_inputs(inputs, meta)
+    available = A.natural_shifts(preds)
+    if shift is None:
+        if not available:
+            raise ValueError("predictions table: no OOD set besides the ID one")
+        shift = available[0]
+    elif shift not in available:
+        raise ValueError(f"predictions table: no shift {shift!r} (has {available})")
+    data = agreement_data(preds, shift, models)
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    agreement_panel(ax, data)
     who = "AT models" if models is not None else "all models"
     ax.set_title(f"Agreement on the line ({who}), adversarial predictions", fontsize=8)
-    ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     save_figure(fig, *outputs, data, meta.pop("caption"), meta)
     return data
