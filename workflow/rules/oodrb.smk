@@ -240,7 +240,7 @@ rule oodrb_setup_table:
         paths.benchmark("oodrb_table", "{setup}", "{kind}")
     threads: 1
     resources:
-        **resources.of(config, "oodrb_table", default="table"),
+        **resources.of(config, "oodrb_setup_table", default="table"),
     conda:
         "../../envs/pabench.yaml"
     script:
