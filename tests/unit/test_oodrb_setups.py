@@ -172,6 +172,9 @@ def test_setup_entries_are_built_where_their_setup_is_configured(tmp_path):
     assert entries["table4"].function.endswith(":table1")
     assert "eps (L2)" in entries["table4"].meta(paper)
     assert "eps (L-inf)" in entries["table1"].meta(paper)   # the base setup's caption as before
+    assert entries["table1"].meta(paper)["models"] == "9 published standardly trained + 20 RobustBench"
+    assert entries["table4"].meta(paper)["models"] == "9 published standardly trained + 19 RobustBench"
+    assert "(published CIFAR-10-C)" in entries["table4"].meta(paper)["dataset shifts"]
     # ImageNet: not built until its folders are set, and asked for by name it says what to set
     assert not on & {"table5", "fig10", "fig12"}
     assert "oodrb.setups.imagenet.imagenet.folder" in entries["table5"].requires(paper)

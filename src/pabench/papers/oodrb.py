@@ -31,9 +31,9 @@ def _meta(config: dict, **extra) -> dict:
     zoo = plan.trained(config)
     methods = sorted({plan.zoo(config)[m]["method"] for m in zoo})
     published = plan.published(config)
-    published = "published ImageNet-C" if o["dataset"] == "imagenet" else "published CIFAR-10-C"
+    c_files = "published ImageNet-C" if o["dataset"] == "imagenet" else "published CIFAR-10-C"
     shift_note = (f"{len(o['corruptions'])} corruptions x severities {o['severities']} "
-                  + (f"({published})" if o["corruption_source"] == "published" else
+                  + (f"({c_files})" if o["corruption_source"] == "published" else
                      "(our generator; frost from the reference's photographs)"
                      if o["frost"] == "photos" else "(our generator)")
                   + f"; natural shifts {o['natural']}")
@@ -44,8 +44,7 @@ def _meta(config: dict, **extra) -> dict:
                 + ([f"{len(published)} published standardly trained"] if published else [])
                 + ([f"{len(o['robustbench'])} RobustBench"] if o["robustbench"] else [])),
             f"eps ({'L-inf' if plan.norm(config) == 'Linf' else 'L2'})": o["eps"],
-            "robustness": f"MM{o['mm5']['n_targets']} "
-                                                  f"({o['mm5']['steps']} iterations per target)",
+            "robustness": f"MM{o['mm5']['n_targets']} ({o['mm5']['steps']} iterations per target)",
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
             "ID side of a shift": ("a corruption's: the clean accuracy and robustness of the ID "
                                    "test images it corrupts (one set for every corruption and "
