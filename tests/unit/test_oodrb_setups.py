@@ -66,6 +66,10 @@ def test_setup_models_are_ids_of_their_robustbench_leaderboards(tmp_path):
     assert sorted(set(imnet) - set(robustbench.architectures("imagenet", "Linf"))) == []
     net = robustbench.load("Rice2020Overfitting", "cifar10", tmp_path, "cpu", "random", "L2")
     assert net(torch.zeros(1, 3, 32, 32)).shape == (1, 10)
+    # robustbench 1.1.1's ImageNet XCiT entries name an unregistered timm model: built as its
+    # load_model builds them (the timm model of the id)
+    net = robustbench.load("Debenedetti2022Light_XCiT-M12", "imagenet", tmp_path, "cpu", "random")
+    assert net(torch.zeros(1, 3, 224, 224)).shape == (1, 1000)
     with pytest.raises(ValueError, match="is not a RobustBench cifar10 L2 model id"):
         robustbench.load("Carmon2019Unlabeled", "cifar10", tmp_path, "cpu", "random", "L2")
 

@@ -120,13 +120,29 @@ def weight_files(model_id: str, dataset: str, model_dir, threat_model: str = "Li
     import timm
 
     ids = architectures(dataset, threat_model)[model_id].get("gdrive_id")
-    timm_name = f"{model_id.lower().replace('-', '_')}_{dataset}_{threat_model.lower()}"
-    if not ids or timm.is_model(timm_name):
+    if not ids or timm.is_model(_timm_name(model_id, dataset, threat_model)):
         return []
     path = Path(model_dir) / dataset / threat_model / f"{model_id}.pt"
     if isinstance(ids, list):
         return [(g, Path(f"{path}_m{i}.pt")) for i, g in enumerate(ids)]
     return [(ids, path)]
+
+
+def _timm_name(model_id: str, dataset: str, threat_model: str) -> str:
+    """The timm model `load_model` builds for `model_id` where timm knows it (robustbench's rule)."""
+    return f"{model_id.lower().replace('-', '_')}_{dataset}_{threat_model.lower()}"
+
+
+def _random_build(model_id: str, dataset: str, threat_model: str, zoo: dict):
+    """What builds the architecture as `load_model` does: the timm model where timm knows the
+    id's timm name (robustbench 1.1.1's own zoo entries of the ImageNet XCiTs name a timm model
+    that its xcit module registers under another name), else the zoo entry's constructor."""
+    import timm
+
+    name = _timm_name(model_id, dataset, threat_model)
+    if timm.is_model(name):
+        return lambda: timm.create_model(name, pretrained=False)
+    return zoo[model_id]["model"]
 
 
 def download_weights(model_id: str, dataset: str, model_dir, threat_model: str = "Linf"
@@ -162,7 +178,7 @@ def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "d
     if weights == "random":
         log.warning("%s: RobustBench architecture with RANDOM weights (rehearsal, no download)",
                     model_id)
-        model = _untrained(zoo[model_id]["model"])
+        model = _untrained(_random_build(model_id, dataset, threat_model, zoo))
     else:
         from unittest import mock
 
