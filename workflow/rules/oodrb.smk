@@ -6,10 +6,29 @@ import re
 from pabench.core import paths, resources
 from pabench.experiments.oodrb import plan as oodrb
 
-OODRB_MODELS = "|".join(map(re.escape, oodrb.models(config) + oodrb.table3_only(config))) or "^$"
-OODRB_TRAINED = "|".join(map(re.escape, oodrb.trained(config))) or "^$"
-OODRB_PUBLISHED = "|".join(map(re.escape, oodrb.published(config))) or "^$"
-OODRB_SHIFTS = "|".join(map(re.escape, oodrb.shifts(config))) or "^$"
+# Every setup (oodrb.setups: CIFAR-10 L2, ImageNet L-inf beside the base CIFAR-10 L-inf), by the
+# tag its per-model files sit under (the `dataset` wildcard of the per-model rules: the dataset
+# for the base setup, the setup's name otherwise; plan.tag).
+OODRB_SETUPS = oodrb.setups_by_tag(config)
+
+
+def _alt(names) -> str:
+    return "|".join(map(re.escape, dict.fromkeys(names))) or "^$"
+
+
+def _setup(wc) -> dict:
+    """The config of the setup whose per-model file a job writes."""
+    return oodrb.setup_config(config, wc.dataset)
+
+
+OODRB_TAGS = _alt(OODRB_SETUPS)
+OODRB_DATASETS = _alt(oodrb.dataset(c) for c in OODRB_SETUPS.values())
+OODRB_OTHER = _alt(oodrb.setup_of(c) for c in OODRB_SETUPS.values()
+                   if oodrb.setup_of(c) != oodrb.BASE)
+OODRB_MODELS = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.models(c) + oodrb.table3_only(c))
+OODRB_TRAINED = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.trained(c))
+OODRB_PUBLISHED = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.published(c))
+OODRB_SHIFTS = _alt(s for c in OODRB_SETUPS.values() for s in oodrb.shifts(c))
 
 
 rule oodrb_data:
@@ -17,7 +36,9 @@ rule oodrb_data:
         data=paths.oodrb_data(shift="id"),
     params:
         experiment="oodrb",
-        settings=config["oodrb"],
+        settings=lambda wc: oodrb.data_config(config, wc.dataset)["oodrb"],
+    wildcard_constraints:
+        dataset=OODRB_DATASETS,
     log:
         paths.log("oodrb_data", "{dataset}"),
     benchmark:
@@ -38,8 +59,9 @@ rule oodrb_shift:
         data=paths.oodrb_data(),
     params:
         experiment="oodrb",
-        settings=config["oodrb"],
+        settings=lambda wc: oodrb.data_config(config, wc.dataset)["oodrb"],
     wildcard_constraints:
+        dataset=OODRB_DATASETS,
         shift=OODRB_SHIFTS,
     log:
         paths.log("oodrb_shift", "{dataset}", "{shift}"),
@@ -56,16 +78,17 @@ rule oodrb_shift:
 
 rule oodrb_train:
     input:
-        data=paths.oodrb_data(shift="id"),
+        data=lambda wc: oodrb.data_file(_setup(wc), "id"),
     output:
         model=paths.oodrb_file("models"),
         history=paths.oodrb_file("history"),
     params:
         experiment="oodrb",
-        spec=lambda wc: oodrb.zoo(config)[wc.oodrb_model],
-        eps=oodrb.eps_of(config),
+        spec=lambda wc: oodrb.zoo(_setup(wc))[wc.oodrb_model],
+        eps=lambda wc: oodrb.eps_of(_setup(wc)),
         device=config["oodrb"]["device"],
     wildcard_constraints:
+        dataset=OODRB_TAGS,
         oodrb_model=OODRB_TRAINED,
     log:
         paths.log("oodrb_train", "{dataset}", "{oodrb_model}"),
@@ -87,11 +110,12 @@ rule oodrb_published:
         model=paths.oodrb_file("models"),
     params:
         experiment="oodrb",
-        spec=lambda wc: oodrb.zoo(config)[wc.oodrb_model],
+        spec=lambda wc: oodrb.zoo(_setup(wc))[wc.oodrb_model],
         directory=config["oodrb"]["published_dir"],
         weights=config["oodrb"]["published_weights"],
         robustbench_dir=config["oodrb"]["robustbench_dir"],
     wildcard_constraints:
+        dataset=OODRB_TAGS,
         oodrb_model=OODRB_PUBLISHED,
     log:
         paths.log("oodrb_published", "{dataset}", "{oodrb_model}"),
@@ -114,13 +138,14 @@ for kind in oodrb.RESULTS:
         name:
             f"oodrb_{kind}"
         input:
-            model=lambda wc: oodrb.model_input(config, wc.dataset, wc.oodrb_model),
-            data=paths.oodrb_data(shift="id"),
+            model=lambda wc: oodrb.model_input(_setup(wc), wc.dataset, wc.oodrb_model),
+            data=lambda wc: oodrb.data_file(_setup(wc), "id"),
             # oodrb_shifts with split_shifts: every shift's scores from its own job below
-            shifts=((lambda wc: oodrb.shift_inputs(config, wc.dataset, wc.oodrb_model))
-                    if kind == "shifts" else list(oodrb.shift_files(config).values())),
+            shifts=((lambda wc: oodrb.shift_inputs(_setup(wc), wc.dataset, wc.oodrb_model))
+                    if kind == "shifts" else
+                    (lambda wc: list(oodrb.shift_files(_setup(wc)).values()))),
             # every shift's images (split_shifts: read for the originals each corruption corrupts)
-            shift_data=list(oodrb.shift_files(config).values()),
+            shift_data=lambda wc: list(oodrb.shift_files(_setup(wc)).values()),
         output:
             table=paths.oodrb_file(kind),
             **({"threats": paths.oodrb_file("threats"),
@@ -131,6 +156,7 @@ for kind in oodrb.RESULTS:
             kind=kind,
             pa=config["pa"]["adam"],
         wildcard_constraints:
+            dataset=OODRB_TAGS,
             oodrb_model=OODRB_MODELS,
         log:
             paths.log(f"oodrb_{kind}", "{dataset}", "{oodrb_model}"),
@@ -148,9 +174,9 @@ for kind in oodrb.RESULTS:
 # With oodrb.split_shifts: one model's MM5 and PA on one dataset shift, read by its oodrb_shifts.
 rule oodrb_shift_scores:
     input:
-        model=lambda wc: oodrb.model_input(config, wc.dataset, wc.oodrb_model),
-        data=paths.oodrb_data(shift="id"),
-        shift=paths.oodrb_data(),
+        model=lambda wc: oodrb.model_input(_setup(wc), wc.dataset, wc.oodrb_model),
+        data=lambda wc: oodrb.data_file(_setup(wc), "id"),
+        shift=lambda wc: oodrb.data_file(_setup(wc), wc.shift),
     output:
         table=paths.oodrb_shift_file("shift_scores"),
         predictions=paths.oodrb_shift_file("shift_predictions"),
@@ -159,6 +185,7 @@ rule oodrb_shift_scores:
         kind="shift_scores",
         pa=config["pa"]["adam"],
     wildcard_constraints:
+        dataset=OODRB_TAGS,
         oodrb_model=OODRB_MODELS,
         shift=OODRB_SHIFTS,
     log:
@@ -176,7 +203,7 @@ rule oodrb_shift_scores:
 
 rule oodrb_table:
     input:
-        tables=lambda wc: oodrb.table_inputs(config, wc.kind),
+        tables=lambda wc: oodrb.table_inputs(oodrb.for_setup(config, oodrb.BASE), wc.kind),
     output:
         table=paths.oodrb_table("{kind}"),
     params:
@@ -190,6 +217,30 @@ rule oodrb_table:
     threads: 1
     resources:
         **resources.of(config, "oodrb_table", default="table"),
+    conda:
+        "../../envs/pabench.yaml"
+    script:
+        "../scripts/concat_tables.py"
+
+
+# Another setup's tables (oodrb.setups), in a folder of its own beside the base setup's.
+rule oodrb_setup_table:
+    input:
+        tables=lambda wc: oodrb.table_inputs(oodrb.for_setup(config, wc.setup), wc.kind),
+    output:
+        table=paths.oodrb_table("{kind}", "{setup}"),
+    params:
+        experiment="oodrb",
+    wildcard_constraints:
+        kind="|".join(oodrb.TABLES),
+        setup=OODRB_OTHER,
+    log:
+        paths.log("oodrb_table", "{setup}", "{kind}"),
+    benchmark:
+        paths.benchmark("oodrb_table", "{setup}", "{kind}")
+    threads: 1
+    resources:
+        **resources.of(config, "oodrb_setup_table", default="table"),
     conda:
         "../../envs/pabench.yaml"
     script:

@@ -14,7 +14,9 @@ from pabench.workflow import job
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821
     torch.set_num_threads(max(1, smk.threads))
-    config, kind, name = smk.config, smk.params.kind, smk.wildcards.oodrb_model
+    # the settings of the setup this file belongs to (its tag: the `dataset` wildcard)
+    config = plan.setup_config(smk.config, smk.wildcards.dataset)
+    kind, name = smk.params.kind, smk.wildcards.oodrb_model
     device = resolve_device(config["oodrb"]["device"])
     model = compute.load(config, name, smk.input.model[0] if smk.input.model else None, device)
     data = load_npz(smk.input.data, ["test_x", "test_y"])  # evaluations use the ID test split only

@@ -1,4 +1,5 @@
-"""RobustBench L-inf models (paper scale), through the optional `robustbench` package.
+"""RobustBench models (paper scale; L-inf, and CIFAR-10's L2 for OODRobustBench's L2 setup),
+through the optional `robustbench` package.
 
 `weights="download"` fetches the published weights into `model_dir` (internet needed once) and
 loads them with torch.load (weights_only=True in the PyTorch versions we support).  The files
@@ -48,23 +49,36 @@ def _package():
                            f"robustbench 1.1.1): {err}") from None
 
 
-def architectures(dataset: str) -> dict:
-    """RobustBench's L-inf entries for `dataset` ("cifar10" | "imagenet"): id -> entry whose
-    "model" builds the architecture."""
+THREAT_MODELS = ("Linf", "L2")
+
+
+def architectures(dataset: str, threat_model: str = "Linf") -> dict:
+    """RobustBench's entries for `dataset` ("cifar10" | "imagenet") and `threat_model` ("Linf" |
+    "L2"): id -> entry whose "model" builds the architecture."""
     _package()
     from robustbench.model_zoo import model_dicts
     from robustbench.model_zoo.enums import BenchmarkDataset, ThreatModel
 
-    return model_dicts[BenchmarkDataset(dataset)][ThreatModel.Linf]
+    if threat_model not in THREAT_MODELS:
+        raise ValueError(f"RobustBench threat model must be one of {THREAT_MODELS}, got "
+                         f"{threat_model!r}")
+    zoo = model_dicts[BenchmarkDataset(dataset)]
+    if ThreatModel(threat_model) not in zoo:
+        raise ValueError(f"RobustBench has no {dataset} {threat_model} models")
+    return zoo[ThreatModel(threat_model)]
 
 
-def architecture(model_id: str, dataset: str) -> nn.Module:
-    """The architecture of a RobustBench L-inf model, with its initial weights."""
-    zoo = architectures(dataset)
+def _known(model_id: str, dataset: str, threat_model: str) -> dict:
+    zoo = architectures(dataset, threat_model)
     if model_id not in zoo:
-        raise ValueError(f"{model_id!r} is not a RobustBench {dataset} L-inf model id "
+        raise ValueError(f"{model_id!r} is not a RobustBench {dataset} {threat_model} model id "
                          f"(robustbench 1.1.1 knows {len(zoo)}, e.g. {sorted(zoo)[:5]})")
-    return zoo[model_id]["model"]()
+    return zoo
+
+
+def architecture(model_id: str, dataset: str, threat_model: str = "Linf") -> nn.Module:
+    """The architecture of a RobustBench model, with its initial weights."""
+    return _known(model_id, dataset, threat_model)[model_id]["model"]()
 
 
 def _untrained(build):
@@ -97,25 +111,45 @@ def _readable(path: Path) -> None:
                          f"{str(err).splitlines()[0] if str(err) else ''})") from None
 
 
-def weight_files(model_id: str, dataset: str, model_dir) -> list[tuple[str, Path]]:
+def weight_files(model_id: str, dataset: str, model_dir, threat_model: str = "Linf"
+                 ) -> list[tuple[str, Path]]:
     """(Google Drive id, path) of each file robustbench's `load_model` reads for `model_id`:
-    <model_dir>/<dataset>/Linf/<id>.pt, or <id>.pt_m<i>.pt for each member of an ensemble.
-    Nothing for models it takes from timm or builds without a file (ImageNet's Standard_R50)."""
+    <model_dir>/<dataset>/<threat_model>/<id>.pt, or <id>.pt_m<i>.pt for each member of an
+    ensemble.  Nothing for models it takes from timm or builds without a file (ImageNet's
+    Standard_R50)."""
     import timm
 
-    ids = architectures(dataset)[model_id].get("gdrive_id")
-    if not ids or timm.is_model(f"{model_id.lower().replace('-', '_')}_{dataset}_linf"):
+    ids = architectures(dataset, threat_model)[model_id].get("gdrive_id")
+    if not ids or timm.is_model(_timm_name(model_id, dataset, threat_model)):
         return []
-    path = Path(model_dir) / dataset / "Linf" / f"{model_id}.pt"
+    path = Path(model_dir) / dataset / threat_model / f"{model_id}.pt"
     if isinstance(ids, list):
         return [(g, Path(f"{path}_m{i}.pt")) for i, g in enumerate(ids)]
     return [(ids, path)]
 
 
-def download_weights(model_id: str, dataset: str, model_dir) -> list[Path]:
+def _timm_name(model_id: str, dataset: str, threat_model: str) -> str:
+    """The timm model `load_model` builds for `model_id` where timm knows it (robustbench's rule)."""
+    return f"{model_id.lower().replace('-', '_')}_{dataset}_{threat_model.lower()}"
+
+
+def _random_build(model_id: str, dataset: str, threat_model: str, zoo: dict):
+    """What builds the architecture as `load_model` does: the timm model where timm knows the
+    id's timm name (robustbench 1.1.1's own zoo entries of the ImageNet XCiTs name a timm model
+    that its xcit module registers under another name), else the zoo entry's constructor."""
+    import timm
+
+    name = _timm_name(model_id, dataset, threat_model)
+    if timm.is_model(name):
+        return lambda: timm.create_model(name, pretrained=False)
+    return zoo[model_id]["model"]
+
+
+def download_weights(model_id: str, dataset: str, model_dir, threat_model: str = "Linf"
+                     ) -> list[Path]:
     """The files of `weight_files`, downloaded (see the module docstring)."""
     return [download_file(GDRIVE_URL.format(id=urllib.parse.quote(g)), path, None, _readable)
-            for g, path in weight_files(model_id, dataset, model_dir)]
+            for g, path in weight_files(model_id, dataset, model_dir, threat_model)]
 
 
 def _hub_state_dict(url, model_dir=None, map_location=None, progress=True, check_hash=False,
@@ -134,19 +168,17 @@ def _hub_state_dict(url, model_dir=None, map_location=None, progress=True, check
     return torch.load(path, map_location=map_location, weights_only=True)
 
 
-def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "download"
-         ) -> nn.Module:
-    """A RobustBench L-inf model in eval mode on `device` (see the module docstring)."""
+def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "download",
+         threat_model: str = "Linf") -> nn.Module:
+    """A RobustBench model (`threat_model`: its leaderboard, "Linf" or "L2") in eval mode on
+    `device` (see the module docstring)."""
     if weights not in WEIGHTS:
         raise ValueError(f"robustbench weights must be one of {WEIGHTS}, got {weights!r}")
-    zoo = architectures(dataset)
-    if model_id not in zoo:
-        raise ValueError(f"{model_id!r} is not a RobustBench {dataset} L-inf model id "
-                         f"(robustbench 1.1.1 knows {len(zoo)}, e.g. {sorted(zoo)[:5]})")
+    zoo = _known(model_id, dataset, threat_model)
     if weights == "random":
         log.warning("%s: RobustBench architecture with RANDOM weights (rehearsal, no download)",
                     model_id)
-        model = _untrained(zoo[model_id]["model"])
+        model = _untrained(_random_build(model_id, dataset, threat_model, zoo))
     else:
         from unittest import mock
 
@@ -154,9 +186,9 @@ def load(model_id: str, dataset: str, model_dir, device="cpu", weights: str = "d
         import torchvision.models._api as weights_api
         from robustbench.utils import load_model
 
-        download_weights(model_id, dataset, model_dir)
+        download_weights(model_id, dataset, model_dir, threat_model)
         with mock.patch.object(torch.hub, "load_state_dict_from_url", _hub_state_dict), \
                 mock.patch.object(weights_api, "load_state_dict_from_url", _hub_state_dict):
             model = load_model(model_name=model_id, model_dir=str(model_dir), dataset=dataset,
-                               threat_model="Linf")
+                               threat_model=threat_model)
     return model.to(device).eval()

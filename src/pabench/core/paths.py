@@ -343,9 +343,11 @@ def oodrb_shift_file(kind: str, dataset="{dataset}", model="{oodrb_model}", shif
     return f"data/oodrb/{kind}/{dataset}/{model}/{shift}.csv"
 
 
-def oodrb_table(kind: str) -> str:
-    """A tidy table of every model's per-model files of one kind (rule oodrb_table)."""
-    return f"data/results/oodrb/{kind}.csv"
+def oodrb_table(kind: str, setup: str | None = None) -> str:
+    """A tidy table of every model's per-model files of one kind (rule oodrb_table): the base
+    setup's (CIFAR-10 L-inf), or another setup's in its own folder (rule oodrb_setup_table)."""
+    return f"data/results/oodrb/{kind}.csv" if setup is None else \
+        f"data/results/oodrb/{setup}/{kind}.csv"
 
 
 # ------------------------------------------------------------------ text shifts (PA paper, Appendix C)

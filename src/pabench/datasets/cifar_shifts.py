@@ -72,6 +72,13 @@ IMAGE_IDS = Path(__file__).parent / "image_ids"
 IMAGE_ID_SHA256 = {
     "CINIC-10": "d2c25ddc6efb258a6d3226b313b2e0efeea817d7547b30636ac1d1bcd0b3bebf",
     "CIFAR10-R": "fbc13ec219472445b363911b56a91f65707b14d255f27856912e615a3aa45af1",
+    # the ImageNet L-inf setup's (pabench.datasets.imagenet_shifts)
+    "imagenet_test": "d4121626d07722a0126c35b1563042e46a546f1a05ce705f2cdc635896d58574",
+    "imagenet-v2": "5d48ebe8e2f358d02d9b8fd35a2780f56f1aa418ecad5b68d2f49f3d966c2a69",
+    "imagenet-a": "edddb0505f0ca51b7797d95b5985a21bb8eac29da9eea74f4954dec28de81055",
+    "imagenet-r": "4d5118b997632cff93f0016630d6b2a81bd8f53053131e8364a268bf029b6700",
+    "objectnet": "0db497afc4d8ccf410e5005386126cf9ad49dd2ec75d8f458ac9ec39f02555f0",
+    "imagenet-s": "b3d1aa18204b86dfc21f484dd10dde566108536a32bbbbfce84cd7fb3d3e20d7",
 }
 
 
@@ -242,7 +249,7 @@ def _stack(paths, labels, read):
 
 @lru_cache(maxsize=None)
 def image_ids(name: str) -> tuple[str, ...]:
-    """One of OODRobustBench's id lists shipped in `IMAGE_IDS` ("CINIC-10", "CIFAR10-R"), in its
+    """One of OODRobustBench's id lists shipped in `IMAGE_IDS` (a key of IMAGE_ID_SHA256), in its
     order: `<class>/<file>` per image, checked against its SHA-256."""
     path = IMAGE_IDS / f"{name}_image_ids.txt"
     verify_file(path, IMAGE_ID_SHA256[name], path, "the package's id list is damaged: reinstall pabench")

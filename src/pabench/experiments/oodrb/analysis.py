@@ -53,6 +53,9 @@ LABELS = {
     "speckle_noise": "speckle noise", "gaussian_blur": "Gaussian blur",
     "cifar10.1": "CIFAR-10.1", "cifar10.2": "CIFAR-10.2", "cinic10": "CINIC-10",
     "cifar10r": "CIFAR-10-R", "sklearn_digits": "sklearn digits", "font_digits": "font digits",
+    "imagenet-v2": "ImageNet-V2", "imagenet-a": "ImageNet-A", "imagenet-r": "ImageNet-R",
+    "objectnet": "ObjectNet", "imagenet-s": "ImageNet-Sketch",
+    "linf": "L-inf", "linf_2x": "L-inf 2x eps", "l2_2x": "L2 2x eps",
     "linf_1.5x": "L-inf 1.5x eps", "l2": "L2", "ppgd": "PPGD", "lpa": "LPA", "stadv": "StAdv",
     "recolor": "ReColor", "R_c": "corruptions (R_c)", "R_n": "natural (R_n)", "OOD_d": "OOD_d",
     "OOD_t": "OOD_t"}

@@ -9,11 +9,60 @@ from pabench.core.config import checks
 from pabench.experiments.oodrb import plan
 
 
+SCHEMA = Path(__file__).resolve().parents[4] / "workflow" / "schemas" / "config.schema.yaml"
+
+
 @checks
 def oodrb(config: dict) -> list[str]:
-    o = config.get("oodrb")
-    if not o:
+    """The base setup's errors, then each further setup's (merged over it), then what setups
+    sharing a dataset disagree on."""
+    if not config.get("oodrb"):
         return []
+    errors = setup_errors(plan.for_setup(config, plan.BASE))
+    overlays = config["oodrb"].get("setups", {})
+    for name, overlay in overlays.items():
+        key = f"oodrb.setups.{name}"
+        if name == plan.BASE or name == config["oodrb"]["dataset"]:
+            errors.append(f"{key}: {name!r} is the base setup's name or tag (the oodrb block "
+                          "itself); name this setup otherwise")
+            continue
+        if "setups" in overlay:
+            errors.append(f"{key}.setups: a setup holds no setups of its own")
+            continue
+        merged = plan.for_setup(config, name)
+        found = _schema_errors(merged) or setup_errors(merged)
+        errors += [f"{key} (merged over oodrb): {e}" for e in found]
+    return errors + _shared_data(config)
+
+
+def _schema_errors(config: dict) -> list[str]:
+    """The schema's errors of a merged setup's oodrb block."""
+    from pabench.core.config import _describe, _validator
+
+    if not SCHEMA.is_file():   # an installed package without the workflow: the workflow checks
+        return []
+    o = {k: v for k, v in config["oodrb"].items() if k != "setup"}
+    found = _validator(str(SCHEMA)).iter_errors({**config, "oodrb": o})
+    return [_describe(e) for e in found if list(e.absolute_path)[:1] == ["oodrb"]]
+
+
+def _shared_data(config: dict) -> list[str]:
+    """Setups of one dataset share its image files: the settings that make them must agree."""
+    first: dict[str, dict] = {}
+    errors = []
+    for name in plan.setup_names(config):
+        o = plan.for_setup(config, name)["oodrb"]
+        base = first.setdefault(o["dataset"], {"setup": name, **o})
+        differ = [k for k in plan.DATA_KEYS if o.get(k) != base.get(k)]
+        if differ:
+            errors.append(f"oodrb.setups.{name}: shares dataset {o['dataset']} (and its image "
+                          f"files) with setup {base['setup']!r} but sets {differ} otherwise")
+    return errors
+
+
+def setup_errors(config: dict) -> list[str]:
+    """The errors of one setup's settings (config["oodrb"], merged)."""
+    o = config["oodrb"]
     errors = []
     radii_ok = True   # both ID eps parse, so the threat rules can be applied
     for key, read in (("eps", plan.eps_of), ("paper_id_eps", plan.paper_id_eps)):
@@ -98,14 +147,57 @@ def oodrb(config: dict) -> list[str]:
         errors.append(f"oodrb.agreement_shift: {o['agreement_shift']!r} is not one of "
                       f"oodrb.natural {o['natural']}")
     if o["dataset"] == "mnist32" and o["robustbench"]:
-        errors.append("oodrb.robustbench: RobustBench models need oodrb.dataset: cifar10")
+        errors.append("oodrb.robustbench: RobustBench models need oodrb.dataset: cifar10 or "
+                      "imagenet")
+    errors += _norm_errors(config) + _imagenet_errors(config)
     if o["dataset"] == "mnist32" and o["corruption_source"] == "published":
         errors.append("oodrb.corruption_source: published (the CIFAR-10-C files) needs "
                       "oodrb.dataset: cifar10; the digit stand-in takes generator")
     for name, folder in o.get("natural_folders", {}).items():
+        if name not in plan.NATURAL[d]:   # another dataset's (a setup inherits the base's)
+            continue
         if name not in o["natural"]:
             errors.append(f"oodrb.natural_folders.{name}: {name!r} is not one of oodrb.natural "
                           f"{o['natural']}")
         elif not Path(folder).is_dir():
             errors.append(f"oodrb.natural_folders.{name}: {folder}: no such folder")
+    return errors
+
+
+def _norm_errors(config: dict) -> list[str]:
+    """What an L2 setup cannot run: the zoo trains, and Table 3 attacks, under L-inf only."""
+    o = config["oodrb"]
+    if plan.norm(config) == "Linf":
+        return []
+    errors = []
+    if plan.trained(config):
+        errors.append(f"oodrb.norm: L2, but the zoo trains under L-inf only: "
+                      f"{plan.trained(config)} would be trained (give only published or "
+                      "RobustBench models)")
+    if o["table3"]["models"]:
+        errors.append("oodrb.table3.models: Table 3 compares L-inf attacks; an L2 setup takes "
+                      "none ([])")
+    if o["dataset"] == "imagenet":
+        errors.append("oodrb.norm: RobustBench has no ImageNet L2 models (ImageNet takes Linf)")
+    return errors
+
+
+def _imagenet_errors(config: dict) -> list[str]:
+    """ImageNet: test images only (nothing to train), the published ImageNet-C, folders that
+    exist where given."""
+    o = config["oodrb"]
+    if o["dataset"] != "imagenet":
+        return ["oodrb.imagenet: only a setup with dataset imagenet reads it"] \
+            if "imagenet" in o else []
+    errors = []
+    if plan.trained(config) or plan.published(config):
+        errors.append("oodrb.zoo.models: ImageNet's models are RobustBench ids (oodrb.robustbench); "
+                      "the zoo trains and downloads CIFAR-10 models only")
+    if o["corruptions"] and o["corruption_source"] != "published":
+        errors.append("oodrb.corruption_source: ImageNet's corruptions are the published "
+                      "ImageNet-C (published); our generator is CIFAR-10's")
+    im = o.get("imagenet", {})
+    for key in ("folder", "c_folder"):
+        if im.get(key) is not None and not Path(im[key]).is_dir():
+            errors.append(f"oodrb.imagenet.{key}: {im[key]}: no such folder")
     return errors

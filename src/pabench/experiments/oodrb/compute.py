@@ -24,8 +24,19 @@ BATCH = 1000  # images per forward pass / attack chunk
 
 
 # ------------------------------------------------------------------ data
+def _imagenet_sizes(o: dict) -> dict:
+    im = o.get("imagenet", {})
+    return {"image_size": im.get("image_size", 224), "resize": im.get("resize", 256)}
+
+
 def id_data(o: dict) -> dict:
-    """The zoo's training images and the ID test images (a seeded subset of the test split)."""
+    """The zoo's training images and the ID test images (a seeded subset of the test split;
+    ImageNet: no training images, the first n_test of the authors' test subset)."""
+    if o["dataset"] == "imagenet":
+        from pabench.datasets.imagenet_shifts import load_test
+
+        test_x, test_y = load_test(o["imagenet"]["folder"], o["n_test"], **_imagenet_sizes(o))
+        return {"train_x": test_x[:0], "train_y": test_y[:0], "test_x": test_x, "test_y": test_y}
     cfg = o.get("cifar10", {})
     train_x, train_y = adv_data.load(o["dataset"], "train", cfg)
     test_x, test_y = adv_data.load(o["dataset"], "test", cfg)
@@ -58,6 +69,8 @@ def corruption_data(o: dict, name: str, test_x: np.ndarray, test_y: np.ndarray) 
     (severities, n, 3, H, W); `source` indexes the clean originals in the ID test split (-1: not
     in it, so no clean pair for PA and no matched clean accuracy)."""
     severities = list(o["severities"])
+    if o.get("dataset") == "imagenet":
+        return imagenet_corruption(o, name, test_y)
     if o["corruption_source"] == "published":
         return published_corruption(o, name, test_y)
     from pabench.datasets.corruptions import corrupt
@@ -94,6 +107,20 @@ def published_corruption(o: dict, name: str, test_y: np.ndarray) -> dict:
             "severities": np.array(o["severities"]), "source": source}
 
 
+def imagenet_corruption(o: dict, name: str, test_y: np.ndarray) -> dict:
+    """One corruption of the published ImageNet-C (oodrb.imagenet.c_folder) on the ID test
+    images of `corruption_source`: the files of the same names, each paired with its original."""
+    from pabench.datasets.cifar_shifts import image_ids
+    from pabench.datasets.imagenet_shifts import ID_LIST, load_corruption
+
+    source = corruption_source(o, len(test_y))
+    ids = [image_ids(ID_LIST)[i] for i in source]
+    parts = [load_corruption(o["imagenet"]["c_folder"], name, s, ids, **_imagenet_sizes(o))
+             for s in o["severities"]]
+    return {"x": np.stack([x for x, _ in parts]), "y": test_y[source],
+            "severities": np.array(o["severities"]), "source": source}
+
+
 def frost_textures(o: dict, shift: str):
     """The frost textures for this shift's job (a context manager): the reference generator's
     photographs (downloaded into frost_root, SHA-256-checked) where our generator makes frost
@@ -114,6 +141,12 @@ def natural_data(o: dict, name: str) -> dict:
         from pabench.datasets.digit_shifts import load_natural_shift
 
         x, y = load_natural_shift(name)
+    elif o["dataset"] == "imagenet":   # the first n_natural of the authors' (shuffled) list
+        from pabench.datasets.imagenet_shifts import load_natural
+
+        x, y = load_natural(name, o["natural_folders"].get(name), o["natural_root"],
+                            o["n_natural"], **_imagenet_sizes(o))
+        return {"x": x[None], "y": y, "severities": np.array([0]), "source": np.full(len(y), -1)}
     else:
         x, y = _cifar_natural(name, o["natural_root"], o["natural_folders"].get(name))
     if o["n_natural"] is not None:
@@ -164,11 +197,13 @@ def save(net, path, spec: dict, data: dict) -> None:
 
 
 def load(config: dict, name: str, path, device):
-    """A zoo model from its checkpoint, or a RobustBench model by id (paper scale)."""
+    """A zoo model from its checkpoint, or a RobustBench model by id (paper scale), from the
+    setup's dataset and threat model (RobustBench's CIFAR-10 L-inf or L2, ImageNet L-inf)."""
     if name in plan.zoo(config):
         return load_zoo_model(path, device=device)[0]
     o = config["oodrb"]
-    return robustbench.load(name, "cifar10", o["robustbench_dir"], device, o["robustbench_weights"])
+    return robustbench.load(name, o["dataset"], o["robustbench_dir"], device,
+                            o["robustbench_weights"], plan.norm(config))
 
 
 def describe(spec: dict) -> dict:
@@ -238,7 +273,7 @@ def shifts(config: dict, name: str, model, data: dict, shift_files: dict, pa, de
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     x, y = data["test_x"], data["test_y"]
     clean = logits(model, x, device)
-    adv, robust, _ = mm5(model, x, y, plan.eps_of(config), o, device)
+    adv, robust, _ = mm5(model, x, y, plan.eps_of(config), o, device, plan.norm(config))
     scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
     accuracy = float((clean.argmax(1) == y).mean())
     rows = pd.DataFrame([_row(name, spec, "id", "id", 0, len(y), accuracy, float(robust.mean()),
@@ -289,7 +324,8 @@ def shift_scores(config: dict, name: str, model, clean_id: np.ndarray, shift_fil
     all_x = np.concatenate([s[2] for s in sets])
     all_y = np.concatenate([s[3] for s in sets])
     all_clean = logits(model, all_x, device)
-    all_adv, all_robust, _ = mm5(model, all_x, all_y, plan.eps_of(config), o, device)
+    all_adv, all_robust, _ = mm5(model, all_x, all_y, plan.eps_of(config), o, device,
+                                 plan.norm(config))
     bounds = np.cumsum([0] + [len(s[3]) for s in sets])
     paired = [(j, s) for j, s in enumerate(sets) if (s[4] >= 0).all()]
     pa_rows = {}

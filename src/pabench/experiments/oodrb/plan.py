@@ -32,7 +32,8 @@ ADAM_KINDS = ("stadv", "recolor")
 # Iterations of the threat attacks that are not MM5 when the config gives none (the paper's)
 DEFAULT_STEPS = {"stadv": 100, "recolor": 100, "ppgd": 40, "lpa": 40}
 NATURAL = {"mnist32": ("sklearn_digits", "font_digits"),
-           "cifar10": ("cifar10.1", "cifar10.2", "cinic10", "cifar10r")}
+           "cifar10": ("cifar10.1", "cifar10.2", "cinic10", "cifar10r"),
+           "imagenet": ("imagenet-v2", "imagenet-a", "imagenet-r", "objectnet", "imagenet-s")}
 
 
 def _o(config: dict) -> dict:
@@ -41,6 +42,104 @@ def _o(config: dict) -> dict:
 
 def dataset(config: dict) -> str:
     return _o(config)["dataset"]
+
+
+# ------------------------------------------------------------------ setups
+# The paper's three setups (CIFAR-10 L-inf, CIFAR-10 L2, ImageNet L-inf): the `oodrb` block is the
+# base setup, BASE; each entry of oodrb.setups is another, its keys merged over the base block
+# (dicts merged, lists replaced, as a scale overlay).  Every function of this module takes a
+# config whose `oodrb` is one setup's (for_setup).  A setup's per-model files and tables sit
+# under its tag: the dataset's name for the base setup (today's paths), the setup's name for the
+# others; its images under its dataset's name, shared by the setups of one dataset.
+BASE = "linf"
+# The settings that make a dataset's image files: setups sharing a dataset must agree on them.
+DATA_KEYS = ("cifar10", "imagenet", "n_train", "n_test", "n_shift", "n_natural", "test_seed",
+             "corruptions", "severities", "corruption_seed", "corruption_source", "cifar10c_root",
+             "frost", "frost_root", "natural", "natural_root", "natural_folders")
+
+
+def setup_names(config: dict) -> list[str]:
+    """The setups this config runs: the base one, then oodrb.setups in order."""
+    return [BASE, *config["oodrb"].get("setups", {})]
+
+
+def for_setup(config: dict, setup: str) -> dict:
+    """The config with `oodrb` replaced by one setup's settings (the base block, or the base
+    block with oodrb.setups[setup] merged over it) and oodrb.setup naming it."""
+    from pabench.core.config import merge
+
+    base = {k: v for k, v in config["oodrb"].items() if k != "setups"}
+    if setup == BASE:
+        return {**config, "oodrb": {**base, "setup": BASE}}
+    overlays = config["oodrb"].get("setups", {})
+    if setup not in overlays:
+        raise ValueError(f"unknown oodrb setup {setup!r} (configured: {setup_names(config)})")
+    return {**config, "oodrb": {**merge(base, overlays[setup]), "setup": setup}}
+
+
+def setup_of(config: dict) -> str:
+    return _o(config).get("setup", BASE)
+
+
+def tag(config: dict) -> str:
+    """The path component of this setup's per-model files and tables: the dataset for the
+    base setup, the setup's name otherwise."""
+    return dataset(config) if setup_of(config) == BASE else setup_of(config)
+
+
+def setups_by_tag(config: dict) -> dict[str, dict]:
+    """{tag: that setup's config} for every configured setup."""
+    out = {}
+    for name in setup_names(config):
+        c = for_setup(config, name)
+        out[tag(c)] = c
+    return out
+
+
+def setup_config(config: dict, tag_: str) -> dict:
+    """The setup config of a path's tag (a rule's `dataset` wildcard)."""
+    by_tag = setups_by_tag(config)
+    if tag_ not in by_tag:
+        raise ValueError(f"{tag_!r} is no oodrb setup's tag ({sorted(by_tag)})")
+    return by_tag[tag_]
+
+
+def data_config(config: dict, dataset_: str) -> dict:
+    """The setup config that makes a dataset's images (the first setup on it)."""
+    for name in setup_names(config):
+        c = for_setup(config, name)
+        if dataset(c) == dataset_:
+            return c
+    raise ValueError(f"no oodrb setup uses dataset {dataset_!r}")
+
+
+# ImageNet's natural shifts downloaded (checksummed) where no folder is given
+# (pabench.datasets.imagenet_shifts.DOWNLOADS); the others need the user's folder.
+IMAGENET_DOWNLOADED = ("imagenet-r",)
+
+
+def missing_folders(config: dict) -> str:
+    """What an ImageNet setup lacks before it can run, in words ("" when nothing, and for the
+    datasets that download or ship everything)."""
+    o = _o(config)
+    if dataset(config) != "imagenet":
+        return ""
+    key = f"oodrb.setups.{setup_of(config)}"
+    im = o.get("imagenet", {})
+    need = []
+    if im.get("folder") is None:
+        need.append(f"{key}.imagenet.folder (ImageNet validation images, wnid folders)")
+    if o["corruptions"] and im.get("c_folder") is None:
+        need.append(f"{key}.imagenet.c_folder (ImageNet-C: <corruption>/<severity>/<wnid>/...)")
+    need += [f"{key}.natural_folders.{n}" for n in o["natural"]
+             if n not in o.get("natural_folders", {}) and n not in IMAGENET_DOWNLOADED]
+    return ("ImageNet's images come from your folders; set " + ", ".join(need)) if need else ""
+
+
+def norm(config: dict) -> str:
+    """The ID (training) threat model: "Linf" or "L2" (MM5's norm in distribution and under
+    every dataset shift)."""
+    return _o(config).get("norm", "Linf")
 
 
 def zoo(config: dict) -> dict[str, dict]:
@@ -206,8 +305,9 @@ def radius(value, kind: str) -> float:
 
 
 def eps_of(config: dict) -> float:
-    """The training and ID threat radius as a number ("8/255" allowed in the config)."""
-    return paths.parse_eps(_o(config)["eps"])
+    """The training and ID threat radius as a number ("8/255" allowed in the config): an L-inf
+    eps in (0, 1], an L2 radius any positive number."""
+    return radius(_o(config)["eps"], "linf" if norm(config) == "Linf" else "l2")
 
 
 def table3_models(config: dict) -> list[str]:
@@ -257,6 +357,11 @@ def model_input(config: dict, dataset: str, model: str) -> list[str]:
     return [paths.oodrb_file("models", dataset, model)] if model in zoo(config) else []
 
 
+def table(config: dict, kind: str) -> str:
+    """This setup's stacked table of one kind (the base setup's: today's path)."""
+    return paths.oodrb_table(kind, None if setup_of(config) == BASE else setup_of(config))
+
+
 def data_file(config: dict, shift: str | None = None) -> str:
     return paths.oodrb_data(dataset(config), shift or "id")
 
@@ -279,8 +384,8 @@ def shift_inputs(config: dict, dataset_: str, model: str) -> list[str]:
 
 
 def table_inputs(config: dict, kind: str) -> list[str]:
-    """The per-model files stacked into oodrb_table(kind)."""
-    d = dataset(config)
+    """The per-model files stacked into oodrb_table(kind) (this setup's)."""
+    d = tag(config)
     if kind == "history":
         return [paths.oodrb_file("history", d, m) for m in trained(config)]
     if kind == "predictions":
