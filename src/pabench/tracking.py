@@ -153,11 +153,17 @@ class Tracker:
     def active(self) -> bool:
         return self.run is not None
 
-    def _guard(self, what: str, fn) -> None:
+    def _guard(self, what: str, fn, needs_wandb: bool = False) -> None:
+        """Run fn (given the wandb module where `needs_wandb`), only with a run: without one
+        (disabled, or W&B failed to start) wandb is never imported, so it need not be installed."""
         if self.run is None:
             return
         try:
-            fn()
+            if needs_wandb:
+                import wandb
+                fn(wandb)
+            else:
+                fn()
         except Exception as err:  # noqa: BLE001
             _warn(f"{what} failed ({type(err).__name__}: {err})")
 
@@ -166,19 +172,17 @@ class Tracker:
         self._guard("log", lambda: self.run.log(dict(metrics)))
 
     def log_table(self, key: str, frame) -> None:
-        import wandb
-        self._guard(f"table {key}", lambda: self.run.log({key: wandb.Table(dataframe=frame)}))
+        self._guard(f"table {key}", lambda w: self.run.log({key: w.Table(dataframe=frame)}),
+                    needs_wandb=True)
 
     def log_image(self, key: str, path) -> None:
-        import wandb
-        self._guard(f"image {key}", lambda: self.run.log({key: wandb.Image(str(path))}))
+        self._guard(f"image {key}", lambda w: self.run.log({key: w.Image(str(path))}),
+                    needs_wandb=True)
 
     def log_artifact(self, name: str, kind: str, paths) -> None:
-        import wandb
-
-        def log():
-            self.run.log_artifact(_artifact(wandb, name, kind, paths))
-        self._guard(f"artifact {name}", log)
+        self._guard(f"artifact {name}",
+                    lambda w: self.run.log_artifact(_artifact(w, name, kind, paths)),
+                    needs_wandb=True)
 
     def use_artifact(self, name: str, kind: str, paths) -> None:
         """Record files this job read as an input artifact (lineage).  W&B links it to the
@@ -186,9 +190,9 @@ class Tracker:
         artifacts (wandb refuses), so this only acts online."""
         if self.mode != "online":
             return
-        import wandb
         self._guard(f"input artifact {name}",
-                    lambda: self.run.use_artifact(_artifact(wandb, name, kind, paths)))
+                    lambda w: self.run.use_artifact(_artifact(w, name, kind, paths)),
+                    needs_wandb=True)
 
     def finish(self, exit_code: int = 0) -> None:
         if self.run is None:

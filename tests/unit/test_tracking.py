@@ -1,5 +1,6 @@
 """W&B tracking never fails a job and never needs an account."""
 import logging
+import sys
 
 import pytest
 
@@ -51,6 +52,22 @@ def test_disabled_writes_nothing(tmp_path):
     t.log({"x": 1})
     t.finish()
     assert not (tmp_path / "wb").exists()
+
+
+def test_disabled_tracking_works_without_wandb_installed(tmp_path, monkeypatch):
+    """A machine without wandb (e.g. a GPU node) runs the jobs with W&B disabled: no method
+    imports it."""
+    import pandas as pd
+
+    monkeypatch.setitem(sys.modules, "wandb", None)      # `import wandb` now raises ImportError
+    t = Tracker(mode="disabled", directory=str(tmp_path / "wb"))
+    (tmp_path / "f.txt").write_text("x")
+    t.log({"x": 1})
+    t.log_table("t", pd.DataFrame({"a": [1]}))
+    t.log_image("i", tmp_path / "f.txt")
+    t.log_artifact("a", "result", [tmp_path / "f.txt"])
+    t.use_artifact("a", "result", [tmp_path / "f.txt"])
+    t.finish()
 
 
 def test_a_failed_start_is_retried_once_and_its_partial_run_removed(tmp_path, monkeypatch, caplog):
