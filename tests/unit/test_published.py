@@ -147,4 +147,5 @@ TABLE1 = [("BDM WRN-70-16 93.2/70.7", "Wang2023Better_WRN-70-16"),
 
 def test_paper_scale_robustbench_models_are_table_1s_rows():
     paper = pabench_config.load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])
-    assert paper["oodrb"]["robustbench"] == [model for _, model in TABLE1]
+    # Table 1's rows in its order, then the models only Tables 6-10 compare (techniques.yaml)
+    assert paper["oodrb"]["robustbench"][:len(TABLE1)] == [model for _, model in TABLE1]

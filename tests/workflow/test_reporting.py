@@ -32,7 +32,7 @@ def test_claims_check_of_the_run(ran):
     assert v["adv-apgd-top-defenses"] == NOT_EVALUATED
     assert v["adv-pgd-undefended-lowest"] == NOT_EVALUATED  # the test zoo has no undefended model
     md = (root / "figures/claims.md").read_text()
-    assert md.startswith("# Claims check (test scale)") and "| claim | source | measured | verdict | seeds |" in md
+    assert md.startswith("# Claims check (test scale)") and "| claim | source | PA solver | measured | verdict | seeds |" in md
     # The test zoo trains two seeds: the adversarial claims are checked in each, and say too few.
     exact = claims.set_index("id").loc["adv-exact-no-shift"]
     assert exact.seeds_holding == "2/2" and exact.seeds_note == "2 seeds: not enough for a verdict over seeds"

@@ -1,8 +1,6 @@
 # OODRobustBench (Li et al.): the ID split and every dataset shift, the zoo, per model its
 # accuracy, MM5 robustness and PA under every dataset and threat shift, Table 3's attack
 # comparison, and one tidy table per kind.
-import re
-
 from pabench.core import paths, resources
 from pabench.experiments.oodrb import plan as oodrb
 
@@ -12,23 +10,14 @@ from pabench.experiments.oodrb import plan as oodrb
 OODRB_SETUPS = oodrb.setups_by_tag(config)
 
 
-def _alt(names) -> str:
-    return "|".join(map(re.escape, dict.fromkeys(names))) or "^$"
-
-
-def _setup(wc) -> dict:
-    """The config of the setup whose per-model file a job writes."""
-    return oodrb.setup_config(config, wc.dataset)
-
-
-OODRB_TAGS = _alt(OODRB_SETUPS)
-OODRB_DATASETS = _alt(oodrb.dataset(c) for c in OODRB_SETUPS.values())
-OODRB_OTHER = _alt(oodrb.setup_of(c) for c in OODRB_SETUPS.values()
+OODRB_TAGS = oodrb.alternation(OODRB_SETUPS)
+OODRB_DATASETS = oodrb.alternation(oodrb.dataset(c) for c in OODRB_SETUPS.values())
+OODRB_OTHER = oodrb.alternation(oodrb.setup_of(c) for c in OODRB_SETUPS.values()
                    if oodrb.setup_of(c) != oodrb.BASE)
-OODRB_MODELS = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.models(c) + oodrb.table3_only(c))
-OODRB_TRAINED = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.trained(c))
-OODRB_PUBLISHED = _alt(m for c in OODRB_SETUPS.values() for m in oodrb.published(c))
-OODRB_SHIFTS = _alt(s for c in OODRB_SETUPS.values() for s in oodrb.shifts(c))
+OODRB_MODELS = oodrb.alternation(m for c in OODRB_SETUPS.values() for m in oodrb.models(c) + oodrb.table3_only(c))
+OODRB_TRAINED = oodrb.alternation(m for c in OODRB_SETUPS.values() for m in oodrb.trained(c))
+OODRB_PUBLISHED = oodrb.alternation(m for c in OODRB_SETUPS.values() for m in oodrb.published(c))
+OODRB_SHIFTS = oodrb.alternation(s for c in OODRB_SETUPS.values() for s in oodrb.shifts(c))
 
 
 rule oodrb_data:
@@ -78,14 +67,14 @@ rule oodrb_shift:
 
 rule oodrb_train:
     input:
-        data=lambda wc: oodrb.data_file(_setup(wc), "id"),
+        data=lambda wc: oodrb.data_file(oodrb.setup_config(config, wc.dataset), "id"),
     output:
         model=paths.oodrb_file("models"),
         history=paths.oodrb_file("history"),
     params:
         experiment="oodrb",
-        spec=lambda wc: oodrb.zoo(_setup(wc))[wc.oodrb_model],
-        eps=lambda wc: oodrb.eps_of(_setup(wc)),
+        spec=lambda wc: oodrb.zoo(oodrb.setup_config(config, wc.dataset))[wc.oodrb_model],
+        eps=lambda wc: oodrb.eps_of(oodrb.setup_config(config, wc.dataset)),
         device=config["oodrb"]["device"],
     wildcard_constraints:
         dataset=OODRB_TAGS,
@@ -110,7 +99,7 @@ rule oodrb_published:
         model=paths.oodrb_file("models"),
     params:
         experiment="oodrb",
-        spec=lambda wc: oodrb.zoo(_setup(wc))[wc.oodrb_model],
+        spec=lambda wc: oodrb.zoo(oodrb.setup_config(config, wc.dataset))[wc.oodrb_model],
         directory=config["oodrb"]["published_dir"],
         weights=config["oodrb"]["published_weights"],
         robustbench_dir=config["oodrb"]["robustbench_dir"],
@@ -138,14 +127,14 @@ for kind in oodrb.RESULTS:
         name:
             f"oodrb_{kind}"
         input:
-            model=lambda wc: oodrb.model_input(_setup(wc), wc.dataset, wc.oodrb_model),
-            data=lambda wc: oodrb.data_file(_setup(wc), "id"),
+            model=lambda wc: oodrb.model_input(oodrb.setup_config(config, wc.dataset), wc.dataset, wc.oodrb_model),
+            data=lambda wc: oodrb.data_file(oodrb.setup_config(config, wc.dataset), "id"),
             # oodrb_shifts with split_shifts: every shift's scores from its own job below
-            shifts=((lambda wc: oodrb.shift_inputs(_setup(wc), wc.dataset, wc.oodrb_model))
+            shifts=((lambda wc: oodrb.shift_inputs(oodrb.setup_config(config, wc.dataset), wc.dataset, wc.oodrb_model))
                     if kind == "shifts" else
-                    (lambda wc: list(oodrb.shift_files(_setup(wc)).values()))),
+                    (lambda wc: list(oodrb.shift_files(oodrb.setup_config(config, wc.dataset)).values()))),
             # every shift's images (split_shifts: read for the originals each corruption corrupts)
-            shift_data=lambda wc: list(oodrb.shift_files(_setup(wc)).values()),
+            shift_data=lambda wc: list(oodrb.shift_files(oodrb.setup_config(config, wc.dataset)).values()),
         output:
             table=paths.oodrb_file(kind),
             **({"threats": paths.oodrb_file("threats"),
@@ -174,9 +163,9 @@ for kind in oodrb.RESULTS:
 # With oodrb.split_shifts: one model's MM5 and PA on one dataset shift, read by its oodrb_shifts.
 rule oodrb_shift_scores:
     input:
-        model=lambda wc: oodrb.model_input(_setup(wc), wc.dataset, wc.oodrb_model),
-        data=lambda wc: oodrb.data_file(_setup(wc), "id"),
-        shift=lambda wc: oodrb.data_file(_setup(wc), wc.shift),
+        model=lambda wc: oodrb.model_input(oodrb.setup_config(config, wc.dataset), wc.dataset, wc.oodrb_model),
+        data=lambda wc: oodrb.data_file(oodrb.setup_config(config, wc.dataset), "id"),
+        shift=lambda wc: oodrb.data_file(oodrb.setup_config(config, wc.dataset), wc.shift),
     output:
         table=paths.oodrb_shift_file("shift_scores"),
         predictions=paths.oodrb_shift_file("shift_predictions"),

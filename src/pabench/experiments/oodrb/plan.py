@@ -203,6 +203,13 @@ def lpips_available(config: dict) -> bool:
     return _o(config)["lpips"]["weights"] != "none"
 
 
+def alternation(names) -> str:
+    """A wildcard constraint matching exactly these names (in order, once each; "^$" for none)."""
+    import re
+
+    return "|".join(map(re.escape, dict.fromkeys(names))) or "^$"
+
+
 def threats(config: dict) -> dict[str, dict]:
     """The threat shifts this scale runs ({name: settings}: eps, the steps of the non-MM5
     attacks and StAdv / ReColor's lr_scale resolved; a budget derived from the paper's keeps
