@@ -320,12 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ac = sub.add_parser("avgcase", help="average-case robustness p_robust of a model's points "
                         "under Gaussian noise (mean per sigma and estimator; --out: per point)")
-    ac.add_argument("model", help="a torch.export archive (.pt2), TorchScript, a pabench zoo "
-                    "checkpoint, or a state_dict with --arch (a pickled nn.Module is refused: "
-                    "loading it would run the file's code)")
-    ac.add_argument("--arch", help="the architecture of a state_dict: package.module:Class, or a "
-                    "pabench architecture")
-    ac.add_argument("--arch-kwargs", help="JSON keyword arguments of the architecture")
+    _model_arguments(ac, "(a pickled nn.Module is refused: loading it would run the file's code)",
+                     "")
     ac.add_argument("inputs", help="points in the model's input space (.npy, .npz, .pt), (N, ...)")
     ac.add_argument("--sigma", type=float, nargs="+", required=True, help="noise std (> 0)")
     ac.add_argument("--estimators", default="mc,taylor,mmse",
@@ -344,12 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     oo = sub.add_parser("oodrb", help="benchmark your own model on OODRobustBench's shifts: ID, "
                         "every dataset and threat shift (MM5), OOD_d / OOD_t, effective robustness "
                         "against the zoo's lines, PA; a table (CSV, Markdown) and a figure")
-    oo.add_argument("model", help="a torch.export archive (.pt2), TorchScript, a pabench zoo "
-                    "checkpoint, or a state_dict with --arch; takes (N, 3, H, W) images in [0, 1], "
-                    "returns logits")
-    oo.add_argument("--arch", help="the architecture of a state_dict: package.module:Class, or a "
-                    "pabench architecture (smallcnn<c>, cnn, preact_resnet18, wrn28_10)")
-    oo.add_argument("--arch-kwargs", help="JSON keyword arguments of the architecture")
+    _model_arguments(oo, "; takes (N, 3, H, W) images in [0, 1], returns logits",
+                     " (smallcnn<c>, cnn, preact_resnet18, wrn28_10)")
     oo.add_argument("--name", help="the model's name in the outputs (default: the file's stem)")
     oo.add_argument("--configfile", nargs="+", default=[],
                     help="config overlays laid over config.yaml, as in snakemake (the scale)")
@@ -405,6 +397,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print the panel specification and save nothing (no network)")
     wd.set_defaults(func=cmd_wandb_dashboard)
     return parser
+
+
+def _model_arguments(parser, model_note: str, arch_note: str) -> None:
+    """The model file and, for a state_dict, its architecture (pabench.core.modelfile)."""
+    parser.add_argument("model", help="a torch.export archive (.pt2), TorchScript, a pabench zoo "
+                        "checkpoint, or a state_dict with --arch " + model_note)
+    parser.add_argument("--arch", help="the architecture of a state_dict: package.module:Class, "
+                        "or a pabench architecture" + arch_note)
+    parser.add_argument("--arch-kwargs", help="JSON keyword arguments of the architecture")
 
 
 def main(argv=None) -> int:
