@@ -370,9 +370,10 @@ def ood(config: dict) -> list[Work]:
                            * t.get("restarts", 1) if t["kind"] in ("linf", "l2") else
                            t["steps"] * (5 if t["kind"] == "lpa" else 1)
                            for t in oodrb.threats(config).values())
-        out.append(Work("oodrb", job, net, "attack step", n_test * threat_steps,
-                        _add(_step(n_test * threat_steps),
-                             {"fwd": n_test * (1 + len(oodrb.threats(config)))})))
+        n_threat = n_test if o.get("n_threat") is None else min(n_test, o["n_threat"])
+        out.append(Work("oodrb", job, net, "attack step", n_threat * threat_steps,
+                        _add(_step(n_threat * threat_steps),
+                             {"fwd": n_threat * (1 + len(oodrb.threats(config)))})))
         if model in oodrb.table3_models(config):
             out.append(_table3(config, f"oodrb_attacks {ds}/{model}", net, n_test, mm))
     for model in oodrb.table3_only(config):   # RobustBench models of Table 3 alone

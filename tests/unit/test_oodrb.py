@@ -289,6 +289,31 @@ def test_threat_rows_lpa_bounded_by_lpips(tiny):
         ["linf_1.5x", "stadv"]
 
 
+def test_threats_on_a_subset_carry_the_clean_numbers_of_exactly_those_images(tiny):
+    """oodrb.n_threat: every threat shift attacks the same seeded subset of the ID test images,
+    and each row carries the clean accuracy and ID robustness of exactly that subset (the ID
+    split's per-image flags), as a corrupted row does; without the flags it refuses."""
+    cfg, data, files, net, _ = tiny
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    _, preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu")
+    sub = copy.deepcopy(cfg)
+    n_test = len(data["test_y"])
+    sub["oodrb"]["n_threat"] = n_test // 2
+    keep = compute.threat_source(sub["oodrb"], n_test)
+    assert len(keep) == n_test // 2 and (np.diff(keep) > 0).all()
+    correct, robust = compute.id_flags(preds)
+    rows = compute.threats(sub, "pgd-a", net, data, pa, "cpu", (correct, robust))
+    assert (rows.n == n_test // 2).all()
+    assert (rows.clean_accuracy == correct[keep].mean()).all()
+    assert (rows.clean_robustness == robust[keep].mean()).all()
+    assert rows.clean_accuracy.iloc[0] == pytest.approx(
+        compute.accuracy(net, data["test_x"][keep], data["test_y"][keep], "cpu"))
+    with pytest.raises(ValueError, match="per-image flags"):
+        compute.threats(sub, "pgd-a", net, data, pa, "cpu")
+    whole = compute.threats(cfg, "pgd-a", net, data, pa, "cpu")   # all of them: the ID row's
+    assert (whole.n == n_test).all() and "clean_accuracy" not in whole
+
+
 def test_mm5_restarts_only_break_more_points(tiny):
     """A threat's MM5 restarts (seeds 1, 2, ... on the points still robust) keep every break of
     the first run, add their own (each a misclassified adversarial example), and cost more."""

@@ -39,7 +39,8 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
             run.log({"skipped_threats": plan.skipped_threats(config)})
             print(plan.skip_note(config))
         # the model's flag (from its ID accuracy and its PA under the dataset shifts) on its threat rows too
-        threats = compute.threats(config, name, model, data, pa, device).assign(
+        threats = compute.threats(config, name, model, data, pa, device,
+                                  compute.id_flags(predictions)).assign(
             degenerate=bool(table.degenerate.iloc[0]))
         write_csv(smk.output.threats, threats)
         run.log_table("threats", threats)

@@ -48,8 +48,10 @@ def _meta(config: dict, **extra) -> dict:
             "ID test images": o["n_test"], "images per corruption and severity": o["n_shift"],
             "ID side of a shift": ("a corruption's: the clean accuracy and robustness of the ID "
                                    "test images it corrupts (one set for every corruption and "
-                                   "severity); a natural or threat shift's: the ID test set"),
+                                   "severity); a threat shift's: those of the ID test images it "
+                                   "attacks; a natural shift's: the ID test set"),
             "images per natural shift": o["n_natural"],
+            "ID test images per threat shift": o.get("n_threat") or o["n_test"],
             "dataset shifts": shift_note,
             "threat shifts": ", ".join(f"{n} ({plan.describe_threat(config, t)})"
                                        for n, t in plan.threats(config).items())

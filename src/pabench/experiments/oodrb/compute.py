@@ -356,14 +356,40 @@ def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:
                          "label": labels, "pred_clean": clean.argmax(1), "pred_adv": adv.argmax(1)})
 
 
-def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFrame:
-    """Every threat shift on the ID test images: robust accuracy and PA / AFR of clean vs
-    adversarial logits.  L-inf and L2 run MM5; StAdv, ReColor, PPGD and LPA their own attacks
-    (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once)."""
+def threat_source(o: dict, n_test: int) -> np.ndarray:
+    """The positions in the ID test split of the images every threat shift attacks: all of them
+    (the paper), or a seeded subset of n_threat (the quick scale: the threat attacks' restarts
+    are most of its cost), the same for every threat."""
+    return positions(n_test, o.get("n_threat"), o["test_seed"] + 5)
+
+
+def id_flags(predictions: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The ID split's per-image (correct, robust) flags from `shifts`' predictions (MM5's
+    adversarial prediction is the clean one where the attack failed)."""
+    p = predictions[predictions["shift"] == "id"].sort_values("index")
+    label = p.label.to_numpy()
+    return p.pred_clean.to_numpy() == label, p.pred_adv.to_numpy() == label
+
+
+def threats(config: dict, name: str, model, data: dict, pa, device,
+            flags: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+    """Every threat shift on the ID test images of `threat_source`: robust accuracy and PA / AFR
+    of clean vs adversarial logits.  L-inf and L2 run MM5; StAdv, ReColor, PPGD and LPA their own
+    attacks (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once).  On a subset,
+    each row also carries the clean accuracy and robustness of exactly those images, from the ID
+    split's per-image `flags` (`id_flags`), as a corrupted row does (`matched_clean`)."""
     from pabench.adversarial.perceptual import load_lpips
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
-    x, y = data["test_x"], data["test_y"]
+    keep = threat_source(o, len(data["test_y"]))
+    x, y = data["test_x"][keep], data["test_y"][keep]
+    matched = {}
+    if len(keep) < len(data["test_y"]):
+        if flags is None:
+            raise ValueError("threat shifts on a subset of the ID images need the ID split's "
+                             "per-image flags (compute.id_flags) for their clean numbers")
+        matched = {"clean_accuracy": float(flags[0][keep].mean()),
+                   "clean_robustness": float(flags[1][keep].mean())}
     clean = logits(model, x, device)
     lpips = None
     rows = []
@@ -377,7 +403,7 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
         scores = _pa_columns(clean, adv[None], y, pa).iloc[0].to_dict()
         rows.append(_row(name, spec, shift, "threat", 0, len(y), np.nan, float(robust.mean()),
                          **scores, kind=t["kind"], eps=t["eps"], steps=t.get("steps"),
-                         grad_evals=evals,
+                         grad_evals=evals, **matched,
                          seconds=time.perf_counter() - start))
         log.info("%s %s: robust accuracy %.3f", name, shift, rows[-1]["robustness"])
     return pd.DataFrame(rows)

@@ -273,9 +273,10 @@ def evaluate(config: dict, name: str, model, data: dict, shift_files: dict, devi
     else:
         log.info("ID and %d dataset shifts: MM5 and PA in one pass", len(shift_files))
     # the shift files also name each corruption's originals (its matched clean numbers)
-    table, _ = compute.shifts(config, name, model, data, shift_files, pa, device, scored)
+    table, predictions = compute.shifts(config, name, model, data, shift_files, pa, device, scored)
     log.info("threat shifts: %s", ", ".join(plan.threats(config)) or "none")
-    threats = compute.threats(config, name, model, data, pa, device).assign(
+    threats = compute.threats(config, name, model, data, pa, device,
+                              compute.id_flags(predictions)).assign(
         degenerate=bool(table.degenerate.iloc[0]))
     rows = pd.concat([table, threats], ignore_index=True)
     return rows.assign(model=name, method=METHOD, adversarial=True, arch="", epochs=np.nan,
