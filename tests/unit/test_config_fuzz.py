@@ -106,6 +106,7 @@ ALLOWED = {
     ("empty list", ("avgcase", "models", "fmnist", "cnn_w16")),    # test scale)
     ("empty list", ("oodrb", "corruptions")),         # natural shifts only
     ("empty list", ("oodrb", "natural")),             # corruptions only (no Figure 5)
+    ("empty list", ("oodrb", "agreement_corruptions")),   # Figure 14: the natural shifts only
     ("empty list", ("oodrb", "threats")),             # no threat shifts (no Figure 4)
     ("empty list", ("oodrb", "table3", "models")),    # no Table 3
 }

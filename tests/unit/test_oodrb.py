@@ -9,7 +9,7 @@ from conftest import REPO
 
 from pabench.adversarial.training import augment
 from pabench.core import config as pabench_config
-from pabench.experiments.oodrb import compute, plan
+from pabench.experiments.oodrb import analysis as A, compute, plan
 from pabench.metrics.settings import PASettings
 from pabench.papers.oodrb import _meta
 
@@ -56,6 +56,8 @@ def _config(tmp_path, overlay: str = "") -> dict:
     ("oodrb:\n  table3:\n    severity: 4\n  severities: [1, 3]\n", "oodrb.table3.severity: 4 is not one of"),
     ("oodrb:\n  agreement_shift: font_digits\n  natural: [sklearn_digits]\n",
      "oodrb.agreement_shift: 'font_digits' is not one of oodrb.natural"),
+    ("oodrb:\n  agreement_corruptions: [impulse_nosie]\n",
+     "oodrb.agreement_corruptions: 'impulse_nosie' is not a corruption"),
     ("oodrb:\n  robustbench: [Carmon2019Unlabeled]\n", "need oodrb.dataset: cifar10"),
     ("oodrb:\n  mm5: {n_targets: 0, steps: 20}\n", "key 'oodrb.mm5.n_targets': 0 is less than the minimum of 1"),
 ])
@@ -287,6 +289,26 @@ def test_threat_rows_lpa_bounded_by_lpips(tiny):
     offline["oodrb"]["lpips"]["weights"] = "none"
     assert list(compute.threats(offline, "pgd-a", net, data, pa, "cpu")["shift"]) == \
         ["linf_1.5x", "stadv"]
+
+
+def test_agreement_corruptions_record_predictions_over_their_severities(tiny):
+    """oodrb.agreement_corruptions (Figure 14's impulse-noise panel): the corruption's per-image
+    predictions, every severity's images in turn as one set, beside the natural shifts'; the
+    other corruptions record none."""
+    cfg, data, files, net, _ = tiny
+    o = cfg["oodrb"]
+    assert plan.agreement_corruptions(cfg) == ["gaussian_noise"]
+    pa = PASettings.from_config(cfg["pa"]["adam"], 5)
+    rows, preds = compute.shifts(cfg, "pgd-a", net, data, files, pa, "cpu")
+    assert set(preds["shift"]) == {"id", "gaussian_noise", *o["natural"]}
+    g = preds[preds["shift"] == "gaussian_noise"]
+    n = o["n_shift"] * len(o["severities"])
+    assert list(g["index"]) == list(range(n))
+    # each severity's block is that severity's robustness (the adversarial prediction is right)
+    per_severity = (g.pred_adv == g.label).to_numpy().reshape(len(o["severities"]), -1).mean(1)
+    robust = rows[rows["shift"] == "gaussian_noise"].sort_values("severity").robustness
+    np.testing.assert_allclose(per_severity, robust)
+    assert A.ood_sets(preds) == ["gaussian_noise", *o["natural"]]
 
 
 def test_threats_on_a_subset_carry_the_clean_numbers_of_exactly_those_images(tiny):

@@ -318,10 +318,10 @@ APPENDIX = (
     Entry(P, "fig14", f"{APPENDIX_FN}:fig14", "oodrb",
           "Figure 14: agreement on the line (Figure 5) on every OOD set with per-image "
           "predictions: ID against OOD agreement of each pair of AT models' predictions on their "
-          "own MM5 adversarial examples, and each model's robustness on the same images. The "
-          "predictions table records the natural shifts only, so the paper's impulse-noise panel "
-          "(a corruption) is not drawn", inputs=_table("predictions", "shifts"), meta=_meta,
-          enabled=lambda c: bool(_o(c)["natural"])),
+          "own MM5 adversarial examples, and each model's robustness on the same images. A "
+          "corruption's panel (oodrb.agreement_corruptions; the paper's: impulse noise) pools "
+          "its severities into one set", inputs=_table("predictions", "shifts"), meta=_meta,
+          enabled=lambda c: bool(_o(c)["natural"] or plan.agreement_corruptions(c))),
     Entry(P, "fig16", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
           "Figure 16: the change of R^2 (acc-acc and rob-rob, AT models) under each dataset shift "
           "as the models with ID accuracy + robustness below each threshold are removed; rows: "

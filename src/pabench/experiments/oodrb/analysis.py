@@ -459,8 +459,9 @@ def _check_predictions(predictions: pd.DataFrame) -> pd.DataFrame:
     return predictions
 
 
-def natural_shifts(predictions: pd.DataFrame) -> list[str]:
-    """The OOD sets of the predictions table (every shift but "id"), in table order."""
+def ood_sets(predictions: pd.DataFrame) -> list[str]:
+    """The OOD sets of the predictions table (every shift but "id": the natural shifts and the
+    recorded corruptions), in table order."""
     return [s for s in dict.fromkeys(predictions["shift"]) if s != "id"]
 
 

@@ -113,7 +113,7 @@ def fig13(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOT
 def fig14(inputs: dict, outputs, meta: dict, columns: int = 4) -> pd.DataFrame:
     """Figure 5 on every OOD set of the predictions table, one panel each."""
     preds, models, meta = F.agreement_inputs(inputs, meta)
-    names = A.natural_shifts(preds)
+    names = A.ood_sets(preds)
     if not names:
         raise ValueError("predictions table: no OOD set besides the ID one")
     columns = min(columns, len(names))

@@ -146,6 +146,12 @@ def setup_errors(config: dict) -> list[str]:
     if o["agreement_shift"] is not None and o["agreement_shift"] not in o["natural"]:
         errors.append(f"oodrb.agreement_shift: {o['agreement_shift']!r} is not one of "
                       f"oodrb.natural {o['natural']}")
+    from pabench.datasets.corruptions import ALL_CORRUPTIONS
+
+    for c in o.get("agreement_corruptions", []):   # (those not in oodrb.corruptions are not run)
+        if c not in ALL_CORRUPTIONS:
+            errors.append(f"oodrb.agreement_corruptions: {c!r} is not a corruption "
+                          f"({', '.join(ALL_CORRUPTIONS)})")
     if o["dataset"] == "mnist32" and o["robustbench"]:
         errors.append("oodrb.robustbench: RobustBench models need oodrb.dataset: cifar10 or "
                       "imagenet")

@@ -311,7 +311,8 @@ def shift_scores(config: dict, name: str, model, clean_id: np.ndarray, shift_fil
                  device) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The given dataset shifts for one model: a row per shift and severity (clean accuracy, MM5
     robustness, PA / AFR of each corrupted set against the clean logits `clean_id` of its ID
-    originals) and the per-image predictions on the natural shifts."""
+    originals) and the per-image predictions on the natural shifts and on the corruptions of
+    plan.agreement_corruptions (every severity's images in turn, indexed as one set)."""
     from pabench.core.io import load_npz
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
@@ -336,23 +337,27 @@ def shift_scores(config: dict, name: str, model, clean_id: np.ndarray, shift_fil
         table = _pa_columns(ref, views, np.stack([s[3] for _, s in paired]), pa)
         pa_rows = {j: table.iloc[k].to_dict() for k, (j, _) in enumerate(paired)}
     nan = dict.fromkeys(("log_pa", "log_pa_adam", "beta", "afr_pred", "afr_true"), np.nan)
-    rows, preds = [], []
+    rows, preds, recorded = [], [], set(plan.agreement_corruptions(config))
+    first = {}   # shift -> its first image's position in all_x (a corruption's severities in turn)
     for j, (shift, severity, _, labels, _) in enumerate(sets):
         lo, hi = bounds[j], bounds[j + 1]
         family = "corruption" if plan.is_corruption(config, shift) else "natural"
         rows.append(_row(name, spec, shift, family, severity, hi - lo,
                          float((all_clean[lo:hi].argmax(1) == labels).mean()),
                          float(all_robust[lo:hi].mean()), **pa_rows.get(j, nan)))
-        if family == "natural":
-            preds.append(_predictions(name, spec, shift, labels, all_clean[lo:hi], all_adv[lo:hi]))
-    if not preds:   # no natural shift among these: an empty table with the columns
+        if family == "natural" or shift in recorded:
+            start = lo - first.setdefault(shift, lo)
+            preds.append(_predictions(name, spec, shift, labels, all_clean[lo:hi], all_adv[lo:hi],
+                                      start))
+    if not preds:   # no shift with predictions among these: an empty table with the columns
         preds = [_predictions(name, spec, "", np.zeros(0, np.int64), np.zeros((0, 1)),
                               np.zeros((0, 1)))]
     return pd.DataFrame(rows), pd.concat(preds, ignore_index=True)
 
 
-def _predictions(name, spec, shift, labels, clean, adv) -> pd.DataFrame:
-    return pd.DataFrame({"model": name, "adversarial": describe(spec)["adversarial"], "shift": shift, "index": np.arange(len(labels)),
+def _predictions(name, spec, shift, labels, clean, adv, start: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"model": name, "adversarial": describe(spec)["adversarial"], "shift": shift,
+                         "index": start + np.arange(len(labels)),
                          "label": labels, "pred_clean": clean.argmax(1), "pred_adv": adv.argmax(1)})
 
 

@@ -329,7 +329,7 @@ def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.Data
     shift of the table), with the fitted line and R^2; beside it each model's robustness ID
     against OOD on the same images (the line agreement should follow)."""
     preds, models, meta = agreement_inputs(inputs, meta)
-    available = A.natural_shifts(preds)
+    available = A.ood_sets(preds)
     if shift is None:
         if not available:
             raise ValueError("predictions table: no OOD set besides the ID one")

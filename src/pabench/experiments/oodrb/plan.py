@@ -195,6 +195,13 @@ def shifts(config: dict) -> list[str]:
     return list(_o(config)["corruptions"]) + list(_o(config)["natural"])
 
 
+def agreement_corruptions(config: dict) -> list[str]:
+    """The corruptions whose per-image predictions are recorded (pooled over their severities)
+    beside the natural shifts': Figure 14's agreement panels (the paper: impulse noise); those of
+    oodrb.agreement_corruptions that oodrb.corruptions runs."""
+    return [c for c in _o(config).get("agreement_corruptions", []) if c in _o(config)["corruptions"]]
+
+
 def is_corruption(config: dict, shift: str) -> bool:
     return shift in _o(config)["corruptions"]
 
