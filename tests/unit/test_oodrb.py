@@ -116,6 +116,14 @@ def _config_plain() -> dict:
     return pabench_config.load([REPO / "config.yaml"])
 
 
+def test_batch_size_keeps_cpu_passes_in_cache_and_imagenet_within_a_gpu():
+    assert compute.batch_size("cpu", (5000, 3, 32, 32)) == 256
+    assert compute.batch_size("cuda", (5000, 3, 32, 32)) == 1000
+    assert compute.batch_size(torch.device("cuda"), (5, 3, 224, 224)) == 64
+    assert compute.batch_size("cpu", (5, 3, 224, 224)) == 8
+    assert compute.batch_size("cpu", (5, 3, 64, 64)) == 64
+
+
 def test_crop_augmentation_shifts_each_image_by_at_most_four_pixels():
     x = torch.zeros(16, 3, 32, 32)
     x[:, :, 10, 20] = 1.0  # one bright pixel
