@@ -4,7 +4,7 @@ GPU-hours estimated from FLOPs (docs/cluster.md, "Compute estimate").
     nice python benchmarks/bench_compute.py [--configfile workflow/config/paper.yaml] [--csv out.csv]
     python benchmarks/bench_compute.py --device cuda [--csv out.csv]      # on a GPU machine
 
-What each job of the config runs is counted by `pabench.workload` (models, eps, steps, images,
+What each job of the config runs is counted by `pabench.tools.workload` (models, eps, steps, images,
 epochs, MC n, corruptions, ...).  Every network of it is built at its paper-scale size
 (RobustBench architectures with random weights, the zoo's PreAct ResNet-18, ResNet-50 at 128 px,
 the average-case ResNet-18s) and each kind of pass it makes is timed here on one thread, as
@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from pabench import workload
+from pabench.tools import workload
 from pabench.core import resources
 from pabench.core.config import load
 from pabench.experiments.adversarial import plan as adv

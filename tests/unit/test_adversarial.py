@@ -259,7 +259,7 @@ def test_imagenet_jpeg_rs_model_at_256_px_on_foolbox_images(tmp_path):
     needs_robustbench()
     from pabench.adversarial import robustbench
     from pabench.adversarial.models import jpeg
-    from pabench.rehearsal import _foolbox_images, write_imagenet
+    from pabench.tools.rehearsal import _foolbox_images, write_imagenet
 
     write_imagenet(tmp_path / "val")
     x, y = datasets.imagenet(tmp_path / "val", 20, seed=0, image_size=256, resize=256)

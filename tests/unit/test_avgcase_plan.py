@@ -4,7 +4,7 @@ per-model errors, noisy images, every model's runtimes) and what each reads."""
 import pytest
 
 from conftest import REPO
-from pabench import workload
+from pabench.tools import workload
 from pabench.core import paths
 from pabench.core.config import load
 from pabench.experiments.avgcase import plan

@@ -370,7 +370,7 @@ def frost_case(tmp_path, srv, monkeypatch):
 
 def imdb_case(tmp_path, srv, monkeypatch):
     from pabench.datasets import imdb
-    from pabench.rehearsal import write_imdb_archive
+    from pabench.tools.rehearsal import write_imdb_archive
 
     archive = write_imdb_archive(tmp_path / "src" / imdb.ARCHIVE, per_class=3).read_bytes()
     srv.files = {f"/stanford/{imdb.ARCHIVE}": archive}
@@ -528,7 +528,7 @@ def hub_case(tmp_path, srv, monkeypatch):
     """A hub model at a pinned revision: the listing (the hub's API) names each file with its
     checksum (LFS: SHA-256; others: git blob SHA-1); from_pretrained reads the folder."""
     from pabench.experiments.text.compute import load_classifier
-    from pabench.rehearsal import write_tiny_distilbert
+    from pabench.tools.rehearsal import write_tiny_distilbert
 
     folder = write_tiny_distilbert(tmp_path / "src", layers=1, dim=8)
     commit, repo = "714eb0f" + "a" * 33, "org/tiny-sst2"

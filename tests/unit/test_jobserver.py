@@ -1,4 +1,4 @@
-"""The job server (pabench.jobserver): a script run by a launcher process runs in a forked child
+"""The job server (pabench.runtime.jobserver): a script run by a launcher process runs in a forked child
 of a preloaded server, with the launcher's streams, directory, environment and exit status; a
 cancelled launcher takes its job down; without a server the script runs in its own process."""
 import json
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pabench import jobserver, tracking
+from pabench.runtime import jobserver, tracking
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 SCRIPT = textwrap.dedent("""\
-    from pabench.jobserver import delegate; delegate()
+    from pabench.runtime.jobserver import delegate; delegate()
     import json, os, sys, time
     state = {"pid": os.getpid(), "inside": os.environ.get("PABENCH_IN_JOB_SERVER"),
              "cwd": os.getcwd(), "argv": sys.argv[1:], "mark": os.environ.get("MARK"),

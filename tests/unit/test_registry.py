@@ -78,7 +78,7 @@ def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
     """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
     needs_torch = {"fig08", "fig11", "fig13"}  # logits files, checkpoints, rendered images
     modules = sorted({e.function.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
-                     | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.workflow",
+                     | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.runtime.workflow",
                         *claim_modules()})
     code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -143,7 +143,7 @@ def test_schema_enums_match_the_code():
     from pabench.datasets.mnist import SOURCES
     from pabench.metrics.pa import SOLVERS
     from pabench.models import BACKBONES
-    from pabench.tracking import MODES
+    from pabench.runtime.tracking import MODES
     from pabench.training.algorithms import ALGORITHMS
 
     s = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SECRET, TEST, run_snakemake, scale_config
 from pabench.papers import PAPERS
-from pabench.tracking import offline_runs
+from pabench.runtime.tracking import offline_runs
 
 PA = PAPERS["pa"].enabled(scale_config())
 AVG = PAPERS["avgcase"].enabled(scale_config())
@@ -237,7 +237,7 @@ def test_imagenet_figures_from_a_folder(ran, tmp_path):
     ImageNet validation images that ship with foolbox, laid out as an ImageNet folder, a seeded
     12 of them attacked through the paper's code path: a RobustBench ImageNet architecture (untrained weights) alone
     and inside JPEG + RS."""
-    from pabench.rehearsal import write_imagenet
+    from pabench.tools.rehearsal import write_imagenet
 
     root, _ = ran
     assert not (root / "figures/pa/fig17.pdf").exists()

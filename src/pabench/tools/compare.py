@@ -1,7 +1,7 @@
 """Compare the CSV outputs of two finished workflow runs, value by value.
 
-    python -m pabench.compare BEFORE_DIR AFTER_DIR [--also data/results ...] [--tolerances FILE]
-    python -m pabench.compare REF_DIR CAND_DIR --seed-spread [--also ...] [--tolerances FILE]
+    python -m pabench.tools.compare BEFORE_DIR AFTER_DIR [--also data/results ...] [--tolerances FILE]
+    python -m pabench.tools.compare REF_DIR CAND_DIR --seed-spread [--also ...] [--tolerances FILE]
                               [--alpha 0.01]
 
 Checks every `*.csv` under `figures/` (recursively; `figures/timings.*` left out, they measure
@@ -9,13 +9,13 @@ the run itself) plus those under each `--also` directory: the same files, the sa
 name; a different order is only a note), the same number of rows and every value identical.
 Numbers must be exactly equal (NaN equals NaN, an empty cell counts as NaN, inf equals inf) and
 are parsed with Python's `float`, so "0.10" and "0.1" are equal; anything else must match as text.
-Columns that time the run (`pabench.tolerances.TIMING_COLUMNS`: seconds, images per second,
+Columns that time the run (`pabench.tools.tolerances.TIMING_COLUMNS`: seconds, images per second,
 speed-ups) differ between any two runs: they are listed in a note, not compared (`--timings`
 compares them too).  `figures/claims.csv` is checked claim by claim: verdict, measured text and
 the other columns; the measured text of a claim marked `timed` (a speed ratio) is only a note.
 
 With `--tolerances FILE` (e.g. workflow/config/tolerances.yaml, for a CPU run against a GPU run;
-format in pabench.tolerances) two numbers agree when they are within the limits of the first rule
+format in pabench.tools.tolerances) two numbers agree when they are within the limits of the first rule
 that matches their column (columns no rule matches: exactly, as above); every value outside is
 listed with its file, row (0-based, named by the row's first exactly compared columns), column,
 both values and the limit, and a summary gives the largest absolute and relative deviation per
@@ -24,7 +24,7 @@ only a note, its numbers are those of the CSVs.
 
 With `--seed-spread` (runs whose models were trained apart, e.g. on a GPU and a CPU, or with other
 seeds) the tables with a `seed` column are judged by the spread over seeds instead of value by
-value: pabench.seedspread.
+value: pabench.tools.seedspread.
 
 Exit status: 0 identical (within tolerances, within the seed spread), 1 differences (listed), 2
 bad arguments or a bad tolerance file.  Reads CSVs only (pandas and numpy, scipy for
@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pabench.tolerances import EXACT, Rule, ToleranceError, Tolerances, is_timing, load
+from pabench.tools.tolerances import EXACT, Rule, ToleranceError, Tolerances, is_timing, load
 
 FIGURES = "figures"
 CLAIMS = "figures/claims.csv"
@@ -303,7 +303,7 @@ def print_deviations(rep: Report) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pabench.compare",
+    ap = argparse.ArgumentParser(prog="python -m pabench.tools.compare",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("before", type=Path, help="finished run (e.g. a worktree of the old commit)")
     ap.add_argument("after", type=Path, help="finished run to compare with")
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                          "speed-ups) and timed claims' measured text")
     ap.add_argument("--seed-spread", action="store_true",
                     help="judge tables with a seed column by the spread over seeds (runs that "
-                         "trained their models apart): pabench.seedspread")
+                         "trained their models apart): pabench.tools.seedspread")
     ap.add_argument("--alpha", type=float, metavar="A",
                     help="--seed-spread: false-alarm rate over all tested columns (default 0.01)")
     args = ap.parse_args(argv)
@@ -326,17 +326,17 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / FIGURES).is_dir():
             what = (f"no {FIGURES}/ (not a finished run?)" if run.is_dir()
                     else "no such directory")
-            print(f"pabench.compare: {run}: {what}", file=sys.stderr)
+            print(f"pabench.tools.compare: {run}: {what}", file=sys.stderr)
             return 2
     for rel_dir in args.also:
         if not ((args.before / rel_dir).is_dir() or (args.after / rel_dir).is_dir()):
-            print(f"pabench.compare: --also {rel_dir}: in neither run", file=sys.stderr)
+            print(f"pabench.tools.compare: --also {rel_dir}: in neither run", file=sys.stderr)
             return 2
 
     try:
         tol = load(args.tolerances) if args.tolerances else None
     except ToleranceError as err:
-        print(f"pabench.compare: --tolerances {err}", file=sys.stderr)
+        print(f"pabench.tools.compare: --tolerances {err}", file=sys.stderr)
         return 2
 
     if args.seed_spread or args.alpha is not None:
@@ -362,8 +362,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def seed_spread(args: argparse.Namespace, tol: Tolerances | None) -> int:
-    """--seed-spread: pabench.seedspread's report; the exit status."""
-    from pabench import seedspread   # imported here: it imports this module
+    """--seed-spread: pabench.tools.seedspread's report; the exit status."""
+    from pabench.tools import seedspread   # imported here: it imports this module
 
     alpha = 0.01 if args.alpha is None else args.alpha
     error = ("--alpha needs --seed-spread" if not args.seed_spread
@@ -376,7 +376,7 @@ def seed_spread(args: argparse.Namespace, tol: Tolerances | None) -> int:
         except seedspread.SeedSpreadError as err:
             error = f"--seed-spread: {err}"
     if error:
-        print(f"pabench.compare: {error}", file=sys.stderr)
+        print(f"pabench.tools.compare: {error}", file=sys.stderr)
         return 2
     return seedspread.print_report(rep, args.before, args.after, [FIGURES, *args.also],
                                    args.tolerances if tol else None, alpha)

@@ -74,7 +74,7 @@ def start(argv: list[str] | None = None) -> None:
             return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        tracking.spawn_detached(path, "pabench.jobserver", [str(me[0]), me[1]])
+        tracking.spawn_detached(path, "pabench.runtime.jobserver", [str(me[0]), me[1]])
     except Exception as err:  # noqa: BLE001 - the jobs then run in their own processes
         print(f"pabench: job server not started ({type(err).__name__}: {err})", file=sys.stderr)
 

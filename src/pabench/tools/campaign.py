@@ -1,8 +1,8 @@
 """Kill campaign: a workflow killed with SIGKILL at a random moment and rerun with
 `--rerun-incomplete` must end with exactly the outputs of an uninterrupted run.
 
-    python -m pabench.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
-    python -m pabench.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
+    python -m pabench.tools.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
+    python -m pabench.tools.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
 
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
 the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.tolerances import is_timing
+from pabench.tools.tolerances import is_timing
 
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
 # Not compared: W&B runs, logs and benchmark files are not results; the timing summary measures
@@ -80,7 +80,7 @@ RENDERINGS = (".md", ".html", ".tex")
 
 
 def _untimed(path: Path):
-    """A CSV without what measures the run (its timing columns, pabench.tolerances.is_timing;
+    """A CSV without what measures the run (its timing columns, pabench.tools.tolerances.is_timing;
     a timed claim's measured text), as text; None when it holds none of that."""
     import pandas as pd
 
@@ -138,7 +138,7 @@ def compare(reference: dict, other: dict) -> dict:
 
 
 FINISHED = "data/benchmarks/*/*.tsv"  # Snakemake writes a job's benchmark file when it ends
-STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (pabench.workflow.job)
+STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (runtime.workflow.job)
 
 
 def _count(workdir: Path, pattern: str = FINISHED) -> int:

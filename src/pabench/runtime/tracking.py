@@ -46,7 +46,7 @@ MODES = ("offline", "online", "disabled")
 COPY_LIMIT = 50 * 2**20
 
 
-log = logging.getLogger("pabench.tracking")
+log = logging.getLogger("pabench.runtime.tracking")
 
 
 def _warn(msg: str) -> None:
@@ -516,7 +516,8 @@ def _proc_stat(pid: int) -> tuple[int, str]:
 def _snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
     """(pid, start time) of the nearest ancestor process running Snakemake (Linux only): the
     process a run server belongs to.  None where there is none (a script run by hand).  A job run
-    by the job server (pabench.jobserver, whose parent is not Snakemake) is told it by OWNER_ENV."""
+    by the job server (pabench.runtime.jobserver, whose parent is not Snakemake) is told it by
+    OWNER_ENV."""
     if not sys.platform.startswith("linux"):
         return None
     pid, _, start = os.environ.get(OWNER_ENV, "").partition(":")
@@ -624,8 +625,8 @@ def _connect(owner: tuple[int, str], root: str = "",
 
 
 def _spawn_server(path: Path, owner: tuple[int, str], root: str = ""):
-    return spawn_detached(path, "pabench.tracking", [str(owner[0]), owner[1], root, os.getcwd(),
-                                                     _STAMP])
+    return spawn_detached(path, "pabench.runtime.tracking",
+                          [str(owner[0]), owner[1], root, os.getcwd(), _STAMP])
 
 
 def spawn_detached(path: Path, module: str, args: list[str]):
