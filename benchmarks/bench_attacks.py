@@ -21,8 +21,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from pabench.adversarial.attacks import _attack_fn
-from pabench.adversarial.models import build
+from pabench.attacks.attacks import _attack_fn
+from pabench.attacks.models import build
 from pabench.training.loop import resolve_device
 
 

@@ -137,13 +137,13 @@ def build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Mod
 
 def _build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Module:
     if net.source in ("zoo", "jpeg_rs"):
-        from pabench.adversarial.models import JpegReverseSigmoid, build as build_zoo
+        from pabench.attacks.models import JpegReverseSigmoid, build as build_zoo
 
         model = build_zoo(net.arch, net.classes, net.shape[-1])
         return (JpegReverseSigmoid(model, **config["adversarial"]["jpeg_rs"])
                 if net.source == "jpeg_rs" else model).eval()
     if net.source == "robustbench":
-        from pabench.adversarial import robustbench
+        from pabench.attacks import robustbench
 
         if device.type == "cuda":
             return robustbench.load(net.arch, net.dataset, "data/robustbench", device, "random")
@@ -238,8 +238,8 @@ def trainer(net: workload.Net, kind: str, config: dict, device: torch.device):
     """make(batch) for one optimiser step of a training kind ("train:<family>:<method>[:k]")."""
     _, what, method, *rest = kind.split(":")
     if what == "zoo":
-        from pabench.adversarial.models import build as build_zoo
-        from pabench.adversarial.training import ZooSettings, _loss
+        from pabench.attacks.models import build as build_zoo
+        from pabench.attacks.training import ZooSettings, _loss
         from pabench.core.paths import parse_eps
 
         model = build_zoo(net.arch, net.classes, net.shape[-1]).train()
@@ -282,7 +282,7 @@ def jpeg_seconds(config: dict, repeats: int = 7) -> float:
     best of `repeats` timings of 256 images.  One timing of 64 images read 4.8e-5 to 2.5e-4 s
     between runs (about 5 ms of process time against the clock's granularity and the machine's
     other load), which moved the PA paper's adversarial total by 2x."""
-    from pabench.adversarial.models import jpeg
+    from pabench.attacks.models import jpeg
 
     x = torch.rand(256, 3, 32, 32)
     quality = config["adversarial"]["jpeg_rs"]["quality"]

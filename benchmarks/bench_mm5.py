@@ -22,9 +22,9 @@ import time
 
 import torch
 
-from pabench.adversarial import datasets as adv_data
-from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial.training import ZooSettings, as_float, train_zoo
+from pabench.attacks import datasets as adv_data
+from pabench.attacks.mm5 import mm_attack
+from pabench.attacks.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb.compute import _Counter, autoattack
 from pabench.training.loop import resolve_device
 

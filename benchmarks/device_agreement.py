@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pabench.adversarial.training import pgd_linf
+from pabench.attacks.training import pgd_linf
 from pabench.datasets import fashion_mnist
 from pabench.experiments.avgcase.training import as_input, build, train
 from pabench.metrics.afr import accuracy, afr_pred, afr_true

@@ -136,9 +136,9 @@ def _enum(schema: dict, *path) -> list:
 
 def test_schema_enums_match_the_code():
     """The schema's choices and the code's constants have to agree (one is not derived from the other)."""
-    from pabench.adversarial.datasets import DATASETS
-    from pabench.adversarial.models import ARCHS, METHODS
-    from pabench.adversarial.records import ATTACKS
+    from pabench.attacks.datasets import DATASETS
+    from pabench.attacks.models import ARCHS, METHODS
+    from pabench.attacks.records import ATTACKS
     from pabench.datasets.diagvib import IMAGE_SIZES
     from pabench.datasets.mnist import SOURCES
     from pabench.metrics.pa import SOLVERS

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
 
-from pabench.adversarial import threats as T
-from pabench.adversarial.threats import (
+from pabench.attacks import threats as T
+from pabench.attacks.threats import (
     RECOLOR_RESOLUTION,
     THREATS,
     ThreatResult,

@@ -18,7 +18,7 @@ def inputs(tmp_path_factory):
 
 
 def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
-    from pabench.adversarial import datasets as adv
+    from pabench.attacks import datasets as adv
     from pabench.datasets import cifar_shifts as cs
     from pabench.datasets.mnist import load_source
 

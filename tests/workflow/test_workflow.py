@@ -132,7 +132,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
 def test_adversarial_results(ran):
     """The tidy table covers every (model, seed, attack, eps, AR); AR views are consistent; each
     attack run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
-    from pabench.adversarial.records import load_record
+    from pabench.attacks.records import load_record
 
     root, _ = ran
     table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")

@@ -3,10 +3,10 @@ per-sample record (adversarial image, clean and adversarial scores, L-inf norm, 
 from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
-from pabench.adversarial import datasets
-from pabench.adversarial.attacks import attack_dataset
-from pabench.adversarial import robustbench
-from pabench.adversarial.models import JpegReverseSigmoid, load_zoo_model
+from pabench.attacks import datasets
+from pabench.attacks.attacks import attack_dataset
+from pabench.attacks import robustbench
+from pabench.attacks.models import JpegReverseSigmoid, load_zoo_model
 from pabench.experiments.adversarial.plan import pretrained
 from pabench.training.loop import resolve_device
 from pabench.runtime.workflow import job

@@ -3,7 +3,7 @@ seeded subset of n_test images; ImageNet samples its own seeded subset of the fo
 from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
-from pabench.adversarial import datasets
+from pabench.attacks import datasets
 from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake

@@ -1,7 +1,7 @@
 """Rule adv_score: PA (adam, stacked over every view, and exact), beta and AFR of one model on
 every adversarial-ratio view of every attack run (attack, eps)."""
 from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
-from pabench.adversarial.records import load_record
+from pabench.attacks.records import load_record
 from pabench.experiments.adversarial.scoring import score_records
 from pabench.core import paths
 from pabench.core.io import write_csv

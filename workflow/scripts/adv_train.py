@@ -3,10 +3,10 @@ from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first
 import pandas as pd
 import torch
 
-from pabench.adversarial import datasets
+from pabench.attacks import datasets
 from pabench.core.paths import parse_eps
-from pabench.adversarial.models import JpegReverseSigmoid, save_zoo_model
-from pabench.adversarial.training import ZooSettings, scores, train_zoo
+from pabench.attacks.models import JpegReverseSigmoid, save_zoo_model
+from pabench.attacks.training import ZooSettings, scores, train_zoo
 from pabench.core.io import write_csv
 from pabench.training.loop import resolve_device
 from pabench.runtime.workflow import job

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
+from pabench.attacks.datasets import IMAGE_EXTENSIONS, _load_image
 from pabench.core.download import download_archive, download_file, verify_file
 from pabench.core.io import load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity

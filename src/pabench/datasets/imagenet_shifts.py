@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.adversarial.datasets import IMAGENET_CLASSES, _load_image
+from pabench.attacks.datasets import IMAGENET_CLASSES, _load_image
 from pabench.datasets.cifar_shifts import download_imagenet_r, image_ids
 
 # natural shift -> its id list

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pabench.adversarial.models import LeNetCNN, _ResidualNet
+from pabench.attacks.models import LeNetCNN, _ResidualNet
 from pabench.experiments.avgcase.models import ResNet18, ViT, ViTSize
 
 log = logging.getLogger("pabench.avgcase")

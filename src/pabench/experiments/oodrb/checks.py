@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pabench.adversarial.published import CATALOGUE
+from pabench.attacks.published import CATALOGUE
 from pabench.core.config import checks
 from pabench.experiments.oodrb import plan
 
@@ -116,7 +116,7 @@ def setup_errors(config: dict) -> list[str]:
         key = f"oodrb.zoo.models[{i}] ({m['name']})"
         if m["published"] not in CATALOGUE:
             errors.append(f"{key}.published: {m['published']!r} is not in the catalogue "
-                          f"(pabench.adversarial.published: {', '.join(CATALOGUE)})")
+                          f"(pabench.attacks.published: {', '.join(CATALOGUE)})")
         extra = sorted(set(m) - {"name", "published"})
         if extra:
             errors.append(f"{key}: a published model is downloaded, not trained: it takes only "

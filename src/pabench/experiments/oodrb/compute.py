@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pabench.adversarial import datasets as adv_data
-from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial import robustbench
-from pabench.adversarial.models import load_zoo_model, save_zoo_model
-from pabench.adversarial.training import ZooSettings, as_float, train_zoo
+from pabench.attacks import datasets as adv_data
+from pabench.attacks.mm5 import mm_attack
+from pabench.attacks import robustbench
+from pabench.attacks.models import load_zoo_model, save_zoo_model
+from pabench.attacks.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb import plan
 from pabench.reporting import degenerate
 
@@ -360,7 +360,7 @@ def threats(config: dict, name: str, model, data: dict, pa, device) -> pd.DataFr
     """Every threat shift on the ID test images: robust accuracy and PA / AFR of clean vs
     adversarial logits.  L-inf and L2 run MM5; StAdv, ReColor, PPGD and LPA their own attacks
     (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once)."""
-    from pabench.adversarial.perceptual import load_lpips
+    from pabench.attacks.perceptual import load_lpips
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     x, y = data["test_x"], data["test_y"]
@@ -389,8 +389,8 @@ def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device,
     per target and `restarts` where it gives them); StAdv and ReColor take
     lr_scale x the reference's Adam step relative to their bound (threats.reference_lr); PPGD
     and LPA need the LPIPS network."""
-    from pabench.adversarial.perceptual import lpa_attack, ppgd_attack
-    from pabench.adversarial import threats as th
+    from pabench.attacks.perceptual import lpa_attack, ppgd_attack
+    from pabench.attacks import threats as th
 
     xf = as_float(torch.from_numpy(x).to(device))
     yt = torch.from_numpy(y).long().to(device)

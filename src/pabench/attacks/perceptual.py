@@ -75,8 +75,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pabench.adversarial.mm5 import _Frozen, _predict
-from pabench.adversarial.threats import ThreatResult, _margin, _validate
+from pabench.attacks.mm5 import _Frozen, _predict
+from pabench.attacks.threats import ThreatResult, _margin, _validate
 from pabench.core.download import download_file
 from pabench.core.io import file_digest
 

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from pabench.adversarial.models import METHODS, build
+from pabench.attacks.models import METHODS, build
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 
 @dataclass

@@ -24,9 +24,9 @@ from tqdm.auto import tqdm
 
 from pabench.core.paths import Eps
 from pabench.core.io import atomic_path, load_npz
-from pabench.adversarial.records import ATTACKS, RECORD_KEYS, check_attack, check_record
+from pabench.attacks.records import ATTACKS, RECORD_KEYS, check_attack, check_record
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 
 def _attack_fn(name: str, model, eps: float | None, cfg: dict, num_classes: int, device):
