@@ -12,7 +12,7 @@ from pabench.core import config as pabench_config
 from pabench.core import paths
 from pabench.runtime import allocator, jobserver, tracking
 from pabench.tools import cluster
-from pabench.reporting.registry import all_targets, unbuildable
+from pabench.papers import all_targets, unbuildable
 
 min_version("8.0")
 

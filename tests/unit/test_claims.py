@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pabench.reporting.registry import claim_modules, papers
+from pabench.papers import PAPERS, claim_modules
 from pabench.reporting.claims import (MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, Claim, _discordant,
                                       evaluate, load, to_markdown)
 from pabench.core.io import read_table
@@ -36,7 +36,7 @@ def verdicts(tables):
 def test_claims_are_well_formed():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids)) and len(ids) >= 15
-    for paper in papers().values():  # every paper's results back some of its claims, or it says why not
+    for paper in PAPERS.values():  # every paper's results back some of its claims, or it says why not
         assert any(e.claims for e in paper.entries) != bool(paper.no_claims), paper.key
     for c in CLAIMS:
         assert c.source and c.statement.endswith(".") and c.tables

@@ -12,8 +12,7 @@ from pabench.core import resources
 from pabench.core.config import load as load_config
 from pabench.experiments.avgcase import plan as avg_plan
 from pabench.experiments.oodrb import plan as oodrb_plan
-from pabench.papers import PAPERS
-from pabench.reporting.registry import claim_modules
+from pabench.papers import PAPERS, claim_modules, claim_tables, unbuildable
 from pabench.reporting import registry
 from pabench.reporting.claims import load
 
@@ -58,7 +57,7 @@ def test_claims_named_by_entries_exist_and_every_claim_is_backed():
 
 def test_claim_tables_name_one_file_each():
     for config in CONFIGS.values():
-        tables = registry.claim_tables(config)
+        tables = claim_tables(config)
         needed = {t for c in load(claim_modules()) for t in c.tables}
         # ImageNet runs only with a folder of images, the text shifts only at the paper scale
         assert needed - set(tables) <= ({"imagenet"} if config["text"]["enabled"] else {"imagenet", "text"})
@@ -186,14 +185,14 @@ def test_imagenet_results_asked_for_without_a_folder_name_the_key_to_set(monkeyp
     assert paper["adversarial"]["imagenet"]["folder"] is None
     imagenet = {"pa_fig17", "pa_fig18", "pa_models_imagenet"}
     assert not imagenet & {e.rule for e in PAPERS["pa"].enabled(paper)}
-    message = registry.unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
+    message = unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
                                            str(REPO / "figures/pa/models-imagenet.csv")])
     assert message.startswith("pa_fig17, figures/pa/fig18.png, figures/pa/models-imagenet.csv: ")
     assert message.count("adversarial.imagenet.folder is null; set it to a folder of ImageNet "
                          "validation images in class subfolders") == 1
     # nothing to say for the paper, other figures, or once the folder is given
-    assert registry.unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
+    assert unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
     given = {**paper, "adversarial": {**paper["adversarial"],
                                       "imagenet": {**paper["adversarial"]["imagenet"], "folder": "val"}}}
     assert imagenet <= {e.rule for e in PAPERS["pa"].enabled(given)}
-    assert registry.unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""
+    assert unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""

@@ -11,8 +11,7 @@ import pytest
 
 from conftest import TEST, planned, run_snakemake, scale_config
 from pabench.runtime.dashboard import build_workspace, spec_from_dir
-from pabench.papers import PAPERS
-from pabench.reporting.registry import claim_modules
+from pabench.papers import PAPERS, claim_modules
 from pabench.reporting.claims import MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
 
 pytestmark = pytest.mark.workflow

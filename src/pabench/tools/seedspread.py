@@ -60,8 +60,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pabench.tools.compare import (CLAIMS, FIGURES, KEY_COLUMNS, Report, _float, _read, check_column,
-                             compare_claims, compare_csv, csv_files, match_rows)
+from pabench.tools.csvdiff import (CLAIMS, FIGURES, KEY_COLUMNS, Report, check_column, compare_claims,
+                                   compare_csv, csv_files, match_rows, number, read_cells)
 from pabench.tools.tolerances import EXACT, TIMING_COLUMNS, Rule, Tolerances, is_timing
 
 SEED = "seed"
@@ -129,7 +129,7 @@ def _numbers(column: pd.Series) -> np.ndarray | None:
     """The column as floats (True/False as 1/0, empty as NaN), or None if a cell is text."""
     out = []
     for text in column:
-        x = {"True": 1.0, "False": 0.0}.get(text, _float(text))
+        x = {"True": 1.0, "False": 0.0}.get(text, number(text))
         if x is None:
             return None
         out.append(x)
@@ -315,7 +315,7 @@ def compare_seed_spread(ref: Path, cand: Path, also: list[str] = (),
     tables, seeded, why = {}, {}, {}
     for rel in shared:
         try:
-            tables[rel] = a, b = _read(ref / rel), _read(cand / rel)
+            tables[rel] = a, b = read_cells(ref / rel), read_cells(cand / rel)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             why[rel] = "not readable as a table"
             continue
@@ -347,7 +347,7 @@ def compare_seed_spread(ref: Path, cand: Path, also: list[str] = (),
     # (erm-s3.csv against erm-s0.csv when the runs have other seeds).
     for rel, run in alone:
         try:
-            merged = merged_into(_read((ref, cand)[run] / rel), run, seeded, tables)
+            merged = merged_into(read_cells((ref, cand)[run] / rel), run, seeded, tables)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             merged = None
         if merged:
