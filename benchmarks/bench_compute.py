@@ -239,22 +239,22 @@ def trainer(net: workload.Net, kind: str, config: dict, device: torch.device):
     _, what, method, *rest = kind.split(":")
     if what == "zoo":
         from pabench.attacks.models import build as build_zoo
-        from pabench.attacks.training import ZooSettings, _loss
+        from pabench.attacks.training import ZooSettings, zoo_loss
         from pabench.core.paths import parse_eps
 
         model = build_zoo(net.arch, net.classes, net.shape[-1]).train()
         s = ZooSettings(method=method, arch=net.arch, pgd_steps=int(rest[0]) or 1,
                         eps=parse_eps(config["adversarial"]["zoo"]["eps"]))
-        loss = lambda x, y: _loss(s, model, x, y)  # noqa: E731
+        loss = lambda x, y: zoo_loss(s, model, x, y)  # noqa: E731
     elif what == "dg":
         from pabench.models import Classifier
-        from pabench.training.loop import TrainSettings, _loss
+        from pabench.training.loop import TrainSettings, batch_loss
 
         model = Classifier(net.arch, net.classes).train()
         s = TrainSettings(algorithm=method, backbone=net.arch, epochs=1, lr=1e-3, batch_size=1)
         gen = torch.Generator().manual_seed(0)
-        loss = lambda x, y: _loss(s, model, list(x.chunk(2)), list(y.chunk(2)),  # noqa: E731
-                                  net.classes, 0, gen)
+        loss = lambda x, y: batch_loss(s, model, list(x.chunk(2)), list(y.chunk(2)),  # noqa: E731
+                                       net.classes, 0, gen)
     else:
         from pabench.experiments.avgcase.training import build as build_avg, step
 

@@ -114,7 +114,7 @@ try:
     from pabench.runtime import tracking
     if mode != "in-process" and hasattr(tracking, "open_run"):
         pid, start = owner.split(":")
-        tracking._snakemake_ancestor = lambda: (int(pid), start)
+        tracking.snakemake_ancestor = lambda: (int(pid), start)
         server = True
 except ImportError:
     pass

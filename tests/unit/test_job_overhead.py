@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
 
 
 def identity(pid):
-    return pid, tracking._proc_stat(pid)[1]
+    return pid, tracking.proc_stat(pid)[1]
 
 
 @pytest.fixture

@@ -35,11 +35,11 @@ SCRIPT = textwrap.dedent("""\
 @pytest.fixture(scope="module")
 def server():
     """A job server owned by this test process, listening."""
-    me = (os.getpid(), tracking._proc_stat(os.getpid())[1])
+    me = (os.getpid(), tracking.proc_stat(os.getpid())[1])
     jobserver.start(argv=["snakemake"])
     path = jobserver.address(me)
     deadline = time.monotonic() + 20
-    while tracking._try_connect(path) is None:
+    while tracking.try_connect(path) is None:
         assert time.monotonic() < deadline, "the job server did not start"
         time.sleep(0.05)
     return {tracking.OWNER_ENV: f"{me[0]}:{me[1]}"}

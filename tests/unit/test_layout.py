@@ -1,5 +1,5 @@
 """The package's import structure, read from the source (ast): no import cycle among pabench's
-modules."""
+modules, and no module, workflow script or benchmark that uses another module's private names."""
 import ast
 from pathlib import Path
 
@@ -90,6 +90,39 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(path: Path, name: str, mods: dict[str, Path]) -> list[str]:
+    """'line: module.name' for each private name of another pabench module that the file imports
+    (`from m import _x`) or reads from a module it imported (`m._x`, `pabench.m._x`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    bound, found = {}, []            # local name -> the pabench module it is bound to
+    for node in import_nodes(tree):
+        for alias, (module, what) in zip(node.names, imported(name, path, node)):
+            if module.partition(".")[0] != "pabench":
+                continue
+            if isinstance(node, ast.Import):   # `import pabench.a.b` binds pabench
+                local = alias.asname or "pabench"
+                bound[local] = module if alias.asname else local
+            elif f"{module}.{what}" in mods:
+                bound[alias.asname or what] = f"{module}.{what}"
+            elif is_private(what):
+                found.append(f"{node.lineno}: {module}.{what}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            dotted, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                dotted.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                module = ".".join([bound[value.id], *dotted])
+                if module in mods and module != name:
+                    found.append(f"{node.lineno}: {module}.{node.attr}")
+    return found
+
+
 def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -101,3 +134,24 @@ def test_pabench_has_no_import_cycle():
     assert "pabench.reporting.registry" in graph["pabench.papers.pa"]  # the graph is read at all
     found = cycles(graph)
     assert not found, f"modules that import each other (directly or around a loop): {found}"
+
+
+def test_the_private_name_finder(tmp_path):
+    mods = modules()
+    script = tmp_path / "script.py"
+    script.write_text("import pabench.core.io\nfrom pabench.core import paths as p\n"
+                      "from pabench.core.io import _hidden, read_table, __doc__\n"
+                      "def f():\n    return p._x, pabench.core.io._y, p.__name__, p.public\n")
+    assert private_uses(script, "script", mods) == ["3: pabench.core.io._hidden",
+                                                    "5: pabench.core.paths._x", "5: pabench.core.io._y"]
+
+
+def test_no_module_uses_another_modules_private_names():
+    """What one module uses of another is its API: public, so that renaming a private helper
+    breaks nothing outside its module (tests may still reach into the module they test)."""
+    mods = modules()
+    files = dict(mods)
+    for folder in ("workflow/scripts", "benchmarks"):
+        files.update({f"{folder}/{p.name}": p for p in sorted((REPO / folder).glob("*.py"))})
+    found = {name: uses for name, path in files.items() if (uses := private_uses(path, name, mods))}
+    assert not found, f"private names used outside their module: {found}"

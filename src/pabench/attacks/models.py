@@ -87,7 +87,7 @@ class _PreActBlock(nn.Module):
         return self.conv2(out) + skip
 
 
-class _ResidualNet(nn.Module):
+class ResidualNet(nn.Module):
     """Pre-activation residual network: PreActResNet-18 (He et al. 2016b, Wong 2020's model) or
     WideResNet-28-10 (Zagoruyko & Komodakis 2016, RobustBench's `Standard`) by its stage list."""
 
@@ -201,9 +201,9 @@ def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
     if re.fullmatch(r"smallcnn[1-9][0-9]*", arch):
         return SmallCNN(num_classes, image_size, int(arch[len("smallcnn"):]))
     if arch == "preact_resnet18":
-        return _ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
+        return ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
     if arch == "wrn28_10":
-        return _ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
+        return ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
     raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}, smallcnn<channels>, "
                      f"{', '.join(CIFAR_RESNETS)}, {', '.join(VGGS)} or robustbench/<id>")
 

@@ -37,13 +37,13 @@ def oodrb(config: dict) -> list[str]:
 
 def _schema_errors(config: dict) -> list[str]:
     """The schema's errors of a merged setup's oodrb block."""
-    from pabench.core.config import _describe, _validator
+    from pabench.core.config import describe_error, schema_validator
 
     if not SCHEMA.is_file():   # an installed package without the workflow: the workflow checks
         return []
     o = {k: v for k, v in config["oodrb"].items() if k != "setup"}
-    found = _validator(str(SCHEMA)).iter_errors({**config, "oodrb": o})
-    return [_describe(e) for e in found if list(e.absolute_path)[:1] == ["oodrb"]]
+    found = schema_validator(str(SCHEMA)).iter_errors({**config, "oodrb": o})
+    return [describe_error(e) for e in found if list(e.absolute_path)[:1] == ["oodrb"]]
 
 
 def _shared_data(config: dict) -> list[str]:

@@ -428,7 +428,7 @@ def _mm_restarts(t: dict, model, x, y, xf, yt, o: dict, device):
 
 
 # ------------------------------------------------------------------ Table 3: the attacks compared
-class _Counter:
+class PassCounter:
     """Counts, on a model, the images in every backward pass that reaches the input (gradient
     evaluations) and in every forward pass, by hooks: one count for every attack alike."""
 
@@ -528,7 +528,7 @@ def attacks(config: dict, name: str, model, data: dict, shift_files: dict, devic
         y = torch.from_numpy(labels).long().to(device)
         flags = {}
         for attack in ("pgd", "cw", "aa", "mm5"):
-            counter, start = _Counter(model), time.perf_counter()
+            counter, start = PassCounter(model), time.perf_counter()
             try:
                 if attack in ("pgd", "cw"):
                     robust = pgd(model, x, y, eps, t3[attack]["steps"],
