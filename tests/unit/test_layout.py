@@ -28,8 +28,8 @@ def import_nodes(tree: ast.AST):
 
 
 def imported(name: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
-    """(module, imported name) pairs of one statement, relative imports resolved; the name is ""
-    for `import x` and `from x import module`."""
+    """(module, name) for each name of one statement, relative imports resolved: ("a.b", "") for
+    `import a.b`, ("a", "b") for `from a import b`."""
     if isinstance(node, ast.Import):
         return [(alias.name, "") for alias in node.names]
     base = node.module or ""
@@ -155,3 +155,12 @@ def test_no_module_uses_another_modules_private_names():
         files.update({f"{folder}/{p.name}": p for p in sorted((REPO / folder).glob("*.py"))})
     found = {name: uses for name, path in files.items() if (uses := private_uses(path, name, mods))}
     assert not found, f"private names used outside their module: {found}"
+
+
+def test_paths_drawn_from_a_modules_own_file_point_at_the_checkout():
+    """Modules that find the checkout (or src/) from their own file, at their depth in the tree."""
+    from pabench.runtime import tracking
+    from pabench.tools import campaign, rehearsal
+
+    assert campaign.REPO == rehearsal.REPO == REPO.resolve()
+    assert tracking.SRC == SRC.resolve()

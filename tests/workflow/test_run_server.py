@@ -47,7 +47,7 @@ def test_a_snakemake_job_uses_the_server(tmp_path, early):
             json.dump({"wandb": "wandb" in sys.modules, "tracker": type(run).__name__},
                       open(snakemake.output[0], "w"))
         """))
-    src = str(Path(tracking.__file__).resolve().parents[1])
+    src = str(tracking.SRC)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     env.pop(tracking.SERVER_ENV, None)
     proc = subprocess.run([snakemake, "--cores", "2"], cwd=tmp_path, env=env, capture_output=True,

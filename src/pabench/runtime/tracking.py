@@ -41,6 +41,7 @@ import urllib.parse
 import warnings
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parents[2]   # the folder holding pabench/, for servers spawned
 MODES = ("offline", "online", "disabled")
 # Files above this size are logged as references (path + checksum), not copied.
 COPY_LIMIT = 50 * 2**20
@@ -635,9 +636,8 @@ def spawn_detached(path: Path, module: str, args: list[str]):
     `path` with the suffix .log.  Used by the W&B run server and the job server."""
     import subprocess
 
-    package_root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with open(path.with_suffix(".log"), "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", f"from {module} import serve; serve()", str(path), *args],

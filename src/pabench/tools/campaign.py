@@ -29,6 +29,7 @@ import numpy as np
 
 from pabench.tools.tolerances import is_timing
 
+REPO = Path(__file__).resolve().parents[3]   # the checkout above src/pabench/tools/
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
 # Not compared: W&B runs, logs and benchmark files are not results; the timing summary measures
 # the run itself.
@@ -210,13 +211,12 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the summary here")
     args = parser.parse_args(argv)
-    repo = Path(__file__).resolve().parents[2]
     rng = random.Random(args.seed)
     config = (*TEST, *args.configfile)
     summary: dict = {"targets": args.targets or ["(all)"], "config": config[1:], "trials": []}
 
     def clean_run(name):
-        work = prepare(repo, args.workdir / name)
+        work = prepare(REPO, args.workdir / name)
         t0 = time.monotonic()
         proc = run(work, "--cores", str(args.cores), *args.targets, *config)
         if proc.returncode:
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
         print(f"second clean run: {summary['second_clean_run']}", flush=True)
     for k in range(args.trials):
         work = args.workdir / f"trial{k}"
-        trial = kill_trial(repo, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
+        trial = kill_trial(REPO, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
                            cores=args.cores, config=config)
         trial.update(compare(reference, snapshot(work)), files_at_kill=len(trial.pop("at_kill")))
         summary["trials"].append(trial)

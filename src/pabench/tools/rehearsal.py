@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.tools.campaign import prepare, snakemake_cmd
+from pabench.tools.campaign import REPO, prepare, snakemake_cmd
 
-REPO = Path(__file__).resolve().parents[2]
 CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
 INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
 SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60,
