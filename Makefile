@@ -44,7 +44,7 @@ report: env
 # Every paper-scale rule on stand-in inputs, small sizes and random RobustBench weights, in
 # ./rehearsal (workflow/config/rehearsal.yaml; about 30 minutes on 2 cores).
 rehearsal: env
-	PATH="$(BIN):$$PATH" python -m pabench.rehearsal --dir rehearsal --cores $(CORES)
+	PATH="$(BIN):$$PATH" python -m pabench.tools.rehearsal --dir rehearsal --cores $(CORES)
 
 bench: env
 	PATH="$(BIN):$$PATH" python benchmarks/bench_pa.py

@@ -9,9 +9,10 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from pabench.core import config as pabench_config
-from pabench import cluster, jobserver, tracking
-from pabench.core import allocator, paths
-from pabench.reporting.registry import all_targets, unbuildable
+from pabench.core import paths
+from pabench.runtime import allocator, jobserver, tracking
+from pabench.tools import cluster
+from pabench.papers import all_targets, unbuildable
 
 min_version("8.0")
 
@@ -35,14 +36,14 @@ _unbuildable = unbuildable(config, sys.argv[1:])
 if _unbuildable:
     sys.exit(f"pabench: {_unbuildable}")
 # Jobs keep freed memory for reuse instead of faulting large tensors in afresh each time: set
-# before any server or job starts, which all inherit it (pabench.core.allocator; 1.3-1.5x faster
+# before any server or job starts, which all inherit it (pabench.runtime.allocator; 1.3-1.5x faster
 # ResNet forward passes on CPU).
 allocator.configure()
 # W&B: start this invocation's W&B run server while Snakemake plans the jobs, so that jobs hand
-# their runs to it instead of importing wandb (pabench.tracking; PABENCH_WANDB_SERVER=0: off).
+# their runs to it instead of importing wandb (pabench.runtime.tracking; PABENCH_WANDB_SERVER=0: off).
 tracking.start_server(config)
 # Jobs: a job server of this invocation imports torch, pandas, scipy and matplotlib once and runs
-# each job's script in a child it forks, instead of each job importing them (pabench.jobserver;
+# each job's script in a child it forks, instead of each job importing them (pabench.runtime.jobserver;
 # PABENCH_JOB_SERVER=0: every job in its own process).
 jobserver.start()
 
@@ -60,7 +61,7 @@ include: "workflow/rules/checks.smk"
 
 onstart:
     # On SLURM, check Slurm, resource keys and GPU partitions before the first job is submitted
-    # (onstart runs once, in this process, after the DAG is built; pabench.cluster says more).
+    # (onstart runs once, in this process, after the DAG is built; pabench.tools.cluster says more).
     if workflow.executor_plugin is not None and workflow.executor_plugin.name.endswith("slurm"):
         try:
             cluster.preflight(workflow)

@@ -1,4 +1,4 @@
-"""The workflow's glibc malloc settings (pabench.core.allocator) against glibc's defaults.
+"""The workflow's glibc malloc settings (pabench.runtime.allocator) against glibc's defaults.
 
     python benchmarks/bench_allocator.py [--repeats 3] [--threads 1]
 
@@ -48,7 +48,7 @@ print(json.dumps(out))
 
 
 def run_child(tuned: bool, threads: int) -> dict:
-    from pabench.core import allocator
+    from pabench.runtime import allocator
 
     env = {k: v for k, v in os.environ.items() if k not in (allocator.ENV, allocator.SWITCH)}
     if tuned:
@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     for _ in range(args.repeats):
         for tuned in (False, True):
             runs[tuned].append(run_child(tuned, args.threads))
-    print(f"glibc malloc: defaults vs pabench.core.allocator, torch threads {args.threads}, "
+    print(f"glibc malloc: defaults vs pabench.runtime.allocator, torch threads {args.threads}, "
           f"median of {args.repeats} child processes each")
     print(f"{'workload':40s} {'default':>12s} {'tuned':>12s} {'ratio':>7s}")
     for name in runs[False][0]:

@@ -21,8 +21,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from pabench.adversarial.attacks import _attack_fn
-from pabench.adversarial.models import build
+from pabench.attacks.attacks import attack_fn
+from pabench.attacks.models import build
 from pabench.training.loop import resolve_device
 
 
@@ -73,7 +73,7 @@ def main():
         print(f"{arch}: forward+backward {args.batch / base:,.0f} images/s ({1000 * base:.2f} ms/batch)")
         for attack in args.attacks:
             cfg = {"steps": args.steps, "rel_stepsize": 0.025}
-            fn = _attack_fn(attack, model, None if attack == "fmn" else 8 / 255, cfg, 10, device)
+            fn = attack_fn(attack, model, None if attack == "fmn" else 8 / 255, cfg, 10, device)
             t = timed(lambda: fn(x, y), device, args.repeats)
             passes = args.steps * (10 if attack == "fab" else 1)  # FAB: a Jacobian (K rows) per step
             ideal = passes * base

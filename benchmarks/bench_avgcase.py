@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from scipy.stats import multivariate_normal
 
-from pabench.adversarial.datasets import mnist32
+from pabench.attacks.datasets import mnist32
 from pabench.experiments.avgcase.training import as_input, build, recalibrate_batchnorm, train
 from pabench.metrics.avgcase import estimators as est
 from pabench.metrics.avgcase.mvn import mvn_cdf

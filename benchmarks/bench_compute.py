@@ -4,7 +4,7 @@ GPU-hours estimated from FLOPs (docs/cluster.md, "Compute estimate").
     nice python benchmarks/bench_compute.py [--configfile workflow/config/paper.yaml] [--csv out.csv]
     python benchmarks/bench_compute.py --device cuda [--csv out.csv]      # on a GPU machine
 
-What each job of the config runs is counted by `pabench.workload` (models, eps, steps, images,
+What each job of the config runs is counted by `pabench.tools.workload` (models, eps, steps, images,
 epochs, MC n, corruptions, ...).  Every network of it is built at its paper-scale size
 (RobustBench architectures with random weights, the zoo's PreAct ResNet-18, ResNet-50 at 128 px,
 the average-case ResNet-18s) and each kind of pass it makes is timed here on one thread, as
@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from pabench import workload
+from pabench.tools import workload
 from pabench.core import resources
 from pabench.core.config import load
 from pabench.experiments.adversarial import plan as adv
@@ -137,13 +137,13 @@ def build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Mod
 
 def _build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Module:
     if net.source in ("zoo", "jpeg_rs"):
-        from pabench.adversarial.models import JpegReverseSigmoid, build as build_zoo
+        from pabench.attacks.models import JpegReverseSigmoid, build as build_zoo
 
         model = build_zoo(net.arch, net.classes, net.shape[-1])
         return (JpegReverseSigmoid(model, **config["adversarial"]["jpeg_rs"])
                 if net.source == "jpeg_rs" else model).eval()
     if net.source == "robustbench":
-        from pabench.adversarial import robustbench
+        from pabench.attacks import robustbench
 
         if device.type == "cuda":
             return robustbench.load(net.arch, net.dataset, "data/robustbench", device, "random")
@@ -238,23 +238,23 @@ def trainer(net: workload.Net, kind: str, config: dict, device: torch.device):
     """make(batch) for one optimiser step of a training kind ("train:<family>:<method>[:k]")."""
     _, what, method, *rest = kind.split(":")
     if what == "zoo":
-        from pabench.adversarial.models import build as build_zoo
-        from pabench.adversarial.training import ZooSettings, _loss
+        from pabench.attacks.models import build as build_zoo
+        from pabench.attacks.training import ZooSettings, zoo_loss
         from pabench.core.paths import parse_eps
 
         model = build_zoo(net.arch, net.classes, net.shape[-1]).train()
         s = ZooSettings(method=method, arch=net.arch, pgd_steps=int(rest[0]) or 1,
                         eps=parse_eps(config["adversarial"]["zoo"]["eps"]))
-        loss = lambda x, y: _loss(s, model, x, y)  # noqa: E731
+        loss = lambda x, y: zoo_loss(s, model, x, y)  # noqa: E731
     elif what == "dg":
         from pabench.models import Classifier
-        from pabench.training.loop import TrainSettings, _loss
+        from pabench.training.loop import TrainSettings, batch_loss
 
         model = Classifier(net.arch, net.classes).train()
         s = TrainSettings(algorithm=method, backbone=net.arch, epochs=1, lr=1e-3, batch_size=1)
         gen = torch.Generator().manual_seed(0)
-        loss = lambda x, y: _loss(s, model, list(x.chunk(2)), list(y.chunk(2)),  # noqa: E731
-                                  net.classes, 0, gen)
+        loss = lambda x, y: batch_loss(s, model, list(x.chunk(2)), list(y.chunk(2)),  # noqa: E731
+                                       net.classes, 0, gen)
     else:
         from pabench.experiments.avgcase.training import build as build_avg, step
 
@@ -282,7 +282,7 @@ def jpeg_seconds(config: dict, repeats: int = 7) -> float:
     best of `repeats` timings of 256 images.  One timing of 64 images read 4.8e-5 to 2.5e-4 s
     between runs (about 5 ms of process time against the clock's granularity and the machine's
     other load), which moved the PA paper's adversarial total by 2x."""
-    from pabench.adversarial.models import jpeg
+    from pabench.attacks.models import jpeg
 
     x = torch.rand(256, 3, 32, 32)
     quality = config["adversarial"]["jpeg_rs"]["quality"]

@@ -19,7 +19,7 @@ import time
 import torch
 from torch import nn
 
-from pabench.adversarial.models import LeNetCNN, SmallCNN
+from pabench.attacks.models import LeNetCNN, SmallCNN
 from pabench.experiments.avgcase.training import build
 from pabench.models import Classifier, MaxPool2
 

@@ -8,7 +8,7 @@ tree measured in the same run and interleaved with it (e.g. the last commit:
 
 1. Snakemake.  The workflow files are copied into a temporary directory with three extra rules
    appended to its Snakefile (`bench_noop`: a `script:` that only writes its output, Snakemake's
-   floor; `bench_job`: the same inside `pabench.workflow.job`, i.e. one W&B offline run;
+   floor; `bench_job`: the same inside `pabench.runtime.workflow.job`, i.e. one W&B offline run;
    `bench_warmup`: like `bench_job`, scheduled first) and the jobs are timed by Snakemake's own
    `benchmark:` file (column `s`, the job's wall time).  The real cheapest rule is the one that
    writes `figures/pa/table3.md` (it needs no inputs; its benchmark file is found by globbing
@@ -19,7 +19,7 @@ tree measured in the same run and interleaved with it (e.g. the last commit:
    A separate, untimed run records which of torch / pandas / matplotlib / wandb each job imported
    (a `sitecustomize` on PYTHONPATH writes the job's `sys.modules` at exit).
 2. Breakdown.  A fresh Python process does what a job's process does, timing each step:
-   interpreter start, Snakemake's script preamble imports, `import pabench.workflow`, entering
+   interpreter start, Snakemake's script preamble imports, `import pabench.runtime.workflow`, entering
    `job()` (the W&B run starts), logging, leaving `job()` (artifacts, finish) and interpreter exit;
    "in-process" logs W&B in the job's process (PABENCH_WANDB_SERVER=0, or a tree without a run
    server), "server cold/warm" through the W&B run server (started by the first of those
@@ -72,7 +72,7 @@ rule bench_job:
     script: "bench_scripts/bench_job.py"
 '''
 NOOP_SCRIPT = 'open(snakemake.output[0], "w").write("ok\\n")  # noqa: F821\n'
-JOB_SCRIPT = '''from pabench.workflow import job
+JOB_SCRIPT = '''from pabench.runtime.workflow import job
 
 with job(snakemake, experiment="bench") as run:  # noqa: F821
     open(snakemake.output[0], "w").write("ok\\n")  # noqa: F821
@@ -107,14 +107,14 @@ smk = pickle.loads(open("bench/probe.pickle", "rb").read())
 from snakemake.logging import logger
 from snakemake.iocontainers import Snakemake
 lap("snakemake preamble (imports, unpickle)")
-import pabench.workflow as pw
-lap("import pabench.workflow")
+import pabench.runtime.workflow as pw
+lap("import pabench.runtime.workflow")
 server = False
 try:
-    from pabench import tracking
+    from pabench.runtime import tracking
     if mode != "in-process" and hasattr(tracking, "open_run"):
         pid, start = owner.split(":")
-        tracking._snakemake_ancestor = lambda: (int(pid), start)
+        tracking.snakemake_ancestor = lambda: (int(pid), start)
         server = True
 except ImportError:
     pass
@@ -361,7 +361,7 @@ def main(argv=None) -> None:
         for script, mods in sorted(found.items()):
             print(f"  {lab:10s} {script:20s} {', '.join(mods) or '-'}")
 
-    steps = ["snakemake preamble (imports, unpickle)", "import pabench.workflow",
+    steps = ["snakemake preamble (imports, unpickle)", "import pabench.runtime.workflow",
              "import pandas (the script's own)", "job(): start the W&B run", "log metrics + a table",
              "job() exit: artifact + finish", "interpreter exit", "process total", "server"]
     for mode, title in (("in-process", "in-process W&B (PABENCH_WANDB_SERVER=0)"),

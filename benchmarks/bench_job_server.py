@@ -2,9 +2,9 @@
 
     python benchmarks/bench_job_server.py [--repeats 2] [--cores 2] [--target figures/pa/fig03.pdf]
 
-A scratch copy of the workflow (pabench.campaign.prepare) builds `--target` at the test scale from
-nothing, once with PABENCH_JOB_SERVER=0 (every job imports torch, pandas, ... itself: the
-baseline) and once with the job server (pabench.jobserver), alternating, `--repeats` times.
+A scratch copy of the workflow (pabench.tools.campaign.prepare) builds `--target` at the test
+scale from nothing, once with PABENCH_JOB_SERVER=0 (every job imports torch, pandas, ... itself: the
+baseline) and once with the job server (pabench.runtime.jobserver), alternating, `--repeats` times.
 Printed: the invocation's wall time and the sum of its jobs' wall times (Snakemake's benchmark
 files, column `s`), medians over the repeats, and baseline / server.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from pabench.campaign import prepare  # noqa: E402
+from pabench.tools.campaign import prepare  # noqa: E402
 
 
 def build(work: Path, target: str, cores: int, server: bool) -> tuple[float, float, int]:

@@ -22,10 +22,10 @@ import time
 
 import torch
 
-from pabench.adversarial import datasets as adv_data
-from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial.training import ZooSettings, as_float, train_zoo
-from pabench.experiments.oodrb.compute import _Counter, autoattack
+from pabench.attacks import datasets as adv_data
+from pabench.attacks.mm5 import mm_attack
+from pabench.attacks.training import ZooSettings, as_float, train_zoo
+from pabench.experiments.oodrb.compute import PassCounter, autoattack
 from pabench.training.loop import resolve_device
 
 METHODS = {"st": "undefended", "pgd": "madry", "trades": "trades", "fgsm": "fast_fgsm"}
@@ -59,7 +59,7 @@ def main() -> None:
             clean = (net(x).argmax(1) == y).float().mean().item()
         results = {}
         for attack in ("aa", "mm5", "mm5-early"):
-            counter, start = _Counter(net), time.perf_counter()
+            counter, start = PassCounter(net), time.perf_counter()
             if attack == "aa":
                 robust = autoattack(net, x, y, args.eps, AA_DEFAULTS, device)
             else:

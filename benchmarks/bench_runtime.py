@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pabench.adversarial.datasets import mnist32
+from pabench.attacks.datasets import mnist32
 from pabench.core.paths import AvgModel
 from pabench.experiments.avgcase.compute import runtime
 from pabench.experiments.avgcase.training import as_input, build, recalibrate_batchnorm

@@ -3,7 +3,7 @@ workflow/config/tolerances.yaml, whose limits were set for 10,000 test points?
 
     python benchmarks/device_agreement.py train CKPT                 # once, here (CPU, ~2 min)
     python benchmarks/device_agreement.py eval CKPT OUT [--device cuda] [--fashion DIR]
-    python -m pabench.compare OUT_CPU OUT_GPU --tolerances workflow/config/tolerances.yaml
+    python -m pabench.tools.compare OUT_CPU OUT_GPU --tolerances workflow/config/tolerances.yaml
 
 A rehearsal compares models trained on each device (different models) on 8-16 points; this
 compares one checkpoint on the 10,000 Fashion-MNIST test images.  `train`: the average-case
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pabench.adversarial.training import pgd_linf
+from pabench.attacks.training import pgd_linf
 from pabench.datasets import fashion_mnist
 from pabench.experiments.avgcase.training import as_input, build, train
 from pabench.metrics.afr import accuracy, afr_pred, afr_true

@@ -17,7 +17,7 @@
 # Each step has its own time limit (seconds, scaled by LIMIT_SCALE) and its log in OUTDIR; a step
 # that fails or runs out of time does not stop the next.  The rehearsal's results, figures and job
 # logs come back as OUTDIR/rehearsal.tgz, to compare with a CPU run of the same commit:
-#   python -m pabench.compare CPU_REHEARSAL GPU_REHEARSAL --also data/results --tolerances FILE
+#   python -m pabench.tools.compare CPU_REHEARSAL GPU_REHEARSAL --also data/results --tolerances FILE
 set -u
 out=${1:?usage: gpu_check.sh OUTDIR rehearsal|bench...}
 shift
@@ -50,7 +50,7 @@ rehearsal)
           tests/unit/test_mm5.py tests/unit/test_perceptual.py tests/unit/test_threats.py \
           tests/unit/test_avgcase_estimators.py
       step bench_mm5 150 python3 benchmarks/bench_mm5.py --device cuda ) &
-    step rehearsal "${REHEARSAL_LIMIT:-240}" python3 -m pabench.rehearsal --dir /tmp/rehearsal \
+    step rehearsal "${REHEARSAL_LIMIT:-240}" python3 -m pabench.tools.rehearsal --dir /tmp/rehearsal \
         --cores "$(nproc)" --keep-going
     wait
     ( cd /tmp/rehearsal && tar czf "$out/rehearsal.tgz" --exclude='*.pdf' figures data/results \

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pabench.campaign import TEST, prepare, snakemake_cmd
+from pabench.tools.campaign import TEST, prepare, snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "pabench-fake-api-key-0123456789abcdef"

@@ -214,7 +214,7 @@ def cmd_check_config(args) -> int:
 def cmd_wandb_runs(args) -> int:
     from pathlib import Path
 
-    from pabench.tracking import local_runs
+    from pabench.runtime.tracking import local_runs
 
     if not Path(args.dir).is_dir():
         what = "not a folder" if Path(args.dir).exists() else "no such folder"
@@ -226,7 +226,7 @@ def cmd_wandb_runs(args) -> int:
 
 
 def cmd_wandb_dashboard(args) -> int:
-    from pabench import dashboard
+    from pabench.runtime import dashboard
 
     spec = dashboard.spec_from_dir(args.dir)
     if args.dry_run:

@@ -5,11 +5,11 @@ tests with PABENCH_SLURM=1 and stops Slurm afterwards; without PABENCH_SLURM=1 t
 figures), sized for every CI run.
 
 Compared with a local run of the same workflow (`results`): every file under data/ and figures/
-by content (pabench.campaign.snapshot: the bytes, except .npz by array, .pt by tensor), except
+by content (pabench.tools.campaign.snapshot: the bytes, except .npz by array, .pt by tensor), except
 what measures the run rather than its results, which differs between any two runs, local or not:
 - W&B runs (run ids, times), job logs, benchmark files (seconds, memory) and figures/timings.*
-  (pabench.campaign.NOT_COMPARED);
-- timing columns of CSV tables (`pabench.tolerances.is_timing`: training and attack seconds,
+  (pabench.tools.campaign.NOT_COMPARED);
+- timing columns of CSV tables (`pabench.tools.tolerances.is_timing`: training and attack seconds,
   images per second, speed-ups), compared without them; a table's renderings (.md, .html, .tex)
   then only through its CSV;
 - the measured speed ratios of the claims marked `timed` in claims.csv: their verdicts are
@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, TEST, run_snakemake
-from pabench.campaign import compare, prepare, snakemake_cmd, snapshot
-from pabench.tolerances import is_timing
+from pabench.tools.campaign import compare, prepare, snakemake_cmd, snapshot
+from pabench.tools.tolerances import is_timing
 
 pytestmark = [pytest.mark.slurm,
               pytest.mark.skipif(os.environ.get("PABENCH_SLURM") != "1",

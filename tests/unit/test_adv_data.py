@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pabench.adversarial import datasets as ds
+from pabench.attacks import datasets as ds
 from pabench.core.io import file_digest
 
 
@@ -225,7 +225,7 @@ def test_imagenet_subset(tmp_path, caplog):
     others = [ds.imagenet(tmp_path / "val", 5, seed=s, image_size=24, resize=32)[0]
               for s in (2, 3, 4)]
     assert any(o.shape != x.shape or (o != x).any() for o in others)
-    with caplog.at_level("WARNING", logger="pabench.adversarial"):
+    with caplog.at_level("WARNING", logger="pabench.attacks"):
         x, y = ds.imagenet(tmp_path / "val", 100, seed=0, image_size=24, resize=32)
     assert len(x) == total and np.bincount(y).tolist() == [4, 4, 4]
     assert "using all" in caplog.text
@@ -243,11 +243,11 @@ def test_imagenet_subset_labels(tmp_path, caplog):
     for label in (17, 5, 990):
         (tmp_path / "idx" / str(label)).mkdir(parents=True)
         Image.fromarray(np.full((40, 40, 3), label % 256, np.uint8)).save(tmp_path / "idx" / str(label) / "a.png")
-    with caplog.at_level("WARNING", logger="pabench.adversarial"):
+    with caplog.at_level("WARNING", logger="pabench.attacks"):
         _, y = ds.imagenet(tmp_path / "idx", 3, seed=0, image_size=24, resize=32)
     assert y.tolist() == [5, 17, 990] and "sorted position" not in caplog.text
     _make_imagenet(tmp_path / "wnid", per_class=1)
-    with caplog.at_level("WARNING", logger="pabench.adversarial"):
+    with caplog.at_level("WARNING", logger="pabench.attacks"):
         _, y = ds.imagenet(tmp_path / "wnid", 3, seed=0, image_size=24, resize=32)
     assert y.tolist() == [0, 1, 2] and "3 class folders, labelled by their sorted position" in caplog.text
 

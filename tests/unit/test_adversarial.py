@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from pabench.adversarial import datasets
-from pabench.adversarial.attacks import _batch, attack_dataset, fingerprint
-from pabench.adversarial.models import (JpegReverseSigmoid, load_zoo_model, reverse_sigmoid,
+from pabench.attacks import datasets
+from pabench.attacks.attacks import _batch, attack_dataset, fingerprint
+from pabench.attacks.models import (JpegReverseSigmoid, load_zoo_model, reverse_sigmoid,
                                         save_zoo_model)
-from pabench.adversarial.records import ATTACKS, ar_mask, ar_scores, check_record, confidence_groups, load_record
+from pabench.attacks.records import ATTACKS, ar_mask, ar_scores, check_record, confidence_groups, load_record
 from pabench.core.paths import UNBOUNDED, AttackRun, Eps, parse_eps
 from pabench.metrics.settings import PASettings
 from pabench.experiments.adversarial.scoring import score_records
-from pabench.adversarial.training import ZooSettings, pgd_linf, scores, train_zoo
+from pabench.attacks.training import ZooSettings, pgd_linf, scores, train_zoo
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +78,7 @@ def test_reverse_sigmoid_matches_its_formula_and_jpeg_rs_returns_log_probs(model
     out[:, 0].sum().backward()   # BPDA: JPEG's backward is the identity, so gradients flow
     assert x.grad is not None and x.grad.abs().sum() > 0
     # and the forward really compresses: the input differs from what the network sees
-    from pabench.adversarial.models import jpeg
+    from pabench.attacks.models import jpeg
     assert (jpeg(x.detach(), 75) - x.detach()).abs().max() > 1 / 255
 
 
@@ -227,7 +227,7 @@ def test_robustbench_random_weights_build_the_architecture_offline(tmp_path):
     """weights="random" builds the published architecture (the rehearsal's path): a CIFAR-10
     model maps (N, 3, 32, 32) to 10 logits, downloads nothing, and is in eval mode."""
     needs_robustbench()
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
 
     torch.manual_seed(0)
     model = robustbench.load("Wong2020Fast", "cifar10", tmp_path / "rb", weights="random")
@@ -257,9 +257,9 @@ def test_imagenet_jpeg_rs_model_at_256_px_on_foolbox_images(tmp_path):
     ImageNet architecture inside JPEG + RS: 1000 log-probabilities of the JPEG'd input passed
     through Reverse Sigmoid."""
     needs_robustbench()
-    from pabench.adversarial import robustbench
-    from pabench.adversarial.models import jpeg
-    from pabench.rehearsal import _foolbox_images, write_imagenet
+    from pabench.attacks import robustbench
+    from pabench.attacks.models import jpeg
+    from pabench.tools.rehearsal import _foolbox_images, write_imagenet
 
     write_imagenet(tmp_path / "val")
     x, y = datasets.imagenet(tmp_path / "val", 20, seed=0, image_size=256, resize=256)
@@ -289,7 +289,7 @@ def test_every_configured_robustbench_id_exists():
     """The paper-scale ids (adversarial, ImageNet, OODRobustBench) are RobustBench ids: a typo
     would only surface after hours of a paper-scale run."""
     needs_robustbench()
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
     from pabench.core import config as cfg
     from pabench.experiments.adversarial.checks import ROBUSTBENCH_MODELS
     from pabench.experiments.adversarial.plan import pretrained

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pabench.core import allocator
+from pabench.runtime import allocator
 
 OURS = ":".join(f"{k}={v}" for k, v in allocator.TUNABLES.items())
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import leftovers
-from pabench.adversarial import datasets as ds
+from pabench.attacks import datasets as ds
 from pabench.datasets import fashion_mnist as fm
 from pabench.core.io import file_digest
 

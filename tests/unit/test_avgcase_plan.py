@@ -4,7 +4,7 @@ per-model errors, noisy images, every model's runtimes) and what each reads."""
 import pytest
 
 from conftest import REPO
-from pabench import workload
+from pabench.tools import workload
 from pabench.core import paths
 from pabench.core.config import load
 from pabench.experiments.avgcase import plan
@@ -109,7 +109,7 @@ def test_every_scale_config_is_valid():
     from pabench.core import config as pabench_config
     from pabench.experiments.avgcase.checks import avgcase
 
-    validator = pabench_config._validator(str(REPO / "workflow/schemas/config.schema.yaml"))
+    validator = pabench_config.schema_validator(str(REPO / "workflow/schemas/config.schema.yaml"))
     for config in (QUICK, PAPER_SCALE, REHEARSAL,
                    load([REPO / "config.yaml", REPO / "workflow/config/test.yaml"])):
         assert not list(validator.iter_errors(config)) and avgcase(config) == []

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from pabench.experiments.dg import compute as dg
-from pabench.adversarial import datasets as adv_datasets
-from pabench.adversarial.models import build, load_zoo_model, save_zoo_model
-from pabench.adversarial.records import load_record
+from pabench.attacks import datasets as adv_datasets
+from pabench.attacks.models import build, load_zoo_model, save_zoo_model
+from pabench.attacks.records import load_record
 from pabench.datasets.splits import load_split
 from pabench.datasets.mnist import load_pools
 from pabench.core.io import load_array, load_npz, read_table

@@ -1,7 +1,7 @@
-"""The kill campaign's view of a run's progress (pabench.campaign), on hand-made run folders."""
+"""The kill campaign's view of a run's progress (pabench.tools.campaign), on hand-made run folders."""
 import pandas as pd
 
-from pabench.campaign import digest, running
+from pabench.tools.campaign import digest, running
 from pabench.reporting.tables import write_table
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pabench.reporting.registry import claim_modules, papers
-from pabench.reporting.claims import (MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, Claim, _discordant,
+from pabench.papers import PAPERS, claim_modules
+from pabench.reporting.claims import (MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, Claim, discordant,
                                       evaluate, load, to_markdown)
 from pabench.core.io import read_table
 from pabench.experiments.toy.compute import bernoulli_table
@@ -36,7 +36,7 @@ def verdicts(tables):
 def test_claims_are_well_formed():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids)) and len(ids) >= 15
-    for paper in papers().values():  # every paper's results back some of its claims, or it says why not
+    for paper in PAPERS.values():  # every paper's results back some of its claims, or it says why not
         assert any(e.claims for e in paper.entries) != bool(paper.no_claims), paper.key
     for c in CLAIMS:
         assert c.source and c.statement.endswith(".") and c.tables
@@ -113,9 +113,9 @@ def test_dg_ordering_and_model_selection():
 
 def test_discordant_pairs_and_markdown():
     a = pd.Series({"x": 1.0, "y": 2.0, "z": 3.0})
-    assert _discordant(a, a * 2) == 0
-    assert _discordant(a, -a) == 3
-    assert _discordant(a, pd.Series({"x": 1.0, "y": 1.0, "z": 2.0})) == 0  # ties are not discordant
+    assert discordant(a, a * 2) == 0
+    assert discordant(a, -a) == 3
+    assert discordant(a, pd.Series({"x": 1.0, "y": 1.0, "z": 2.0})) == 0  # ties are not discordant
     md = to_markdown(evaluate({}), "test")
     assert md.startswith("# Claims check (test scale)") and f"{len(CLAIMS)} {NOT_EVALUATED}" in md
 

@@ -635,7 +635,7 @@ IN_WORKFLOW = ("oodrb", "check-config")
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):
     """Readable inputs of every command; the good runs are checked in test_good_inputs_work."""
-    from pabench.adversarial.models import build
+    from pabench.attacks.models import build
     from pabench.core import config as pabench_config
     from pabench.core import paths
     from pabench.experiments.oodrb import plan

@@ -1,11 +1,11 @@
-"""The SLURM pre-flight checks (pabench.cluster) on fake `sinfo` output and fake commands; the
+"""The SLURM pre-flight checks (pabench.tools.cluster) on fake `sinfo` output and fake commands; the
 same checks against a real Slurm are in tests/slurm/test_slurm.py."""
 import os
 import stat
 
 import pytest
 
-from pabench import cluster
+from pabench.tools import cluster
 
 # `sinfo --noheader --format=%P|%G` on a cluster with a default CPU partition, a GPU partition
 # whose nodes differ (one line per kind of node) and a partition of GPU-less nodes.

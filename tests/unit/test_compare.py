@@ -1,11 +1,11 @@
-"""pabench.compare on two small hand-made run directories."""
+"""pabench.tools.compare on two small hand-made run directories."""
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from pabench.compare import main
-from pabench.tolerances import load
+from pabench.tools.compare import main
+from pabench.tools.tolerances import load
 
 TABLE = pd.DataFrame({"model": ["erm", "irm", "irm"], "pa": [0.125, float("nan"), -1.5],
                       "acc": [0.9, float("inf"), 0.5]})
@@ -277,7 +277,7 @@ def test_bad_tolerance_file(runs, tmp_path, text, message, capsys):
     path.write_text(text)
     assert compare(runs, "--tolerances", str(path)) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"pabench.compare: --tolerances {path}: ") and message in err, err
+    assert err.startswith(f"pabench.tools.compare: --tolerances {path}: ") and message in err, err
 
 
 def test_missing_tolerance_file(runs, tmp_path, capsys):

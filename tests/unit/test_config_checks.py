@@ -78,7 +78,7 @@ def test_inlined_schema_reports_what_the_referencing_one_does():
     schema_path = REPO / "workflow/schemas/config.schema.yaml"
     schema = yaml.safe_load(schema_path.read_text())
     plain = jsonschema.Draft202012Validator(schema)
-    inlined = pabench_config._validator(str(schema_path))
+    inlined = pabench_config.schema_validator(str(schema_path))
     assert "$ref" not in str(inlined.schema["properties"])
     base = pabench_config.load([REPO / "config.yaml"])
     bad = copy.deepcopy(base)
@@ -87,8 +87,8 @@ def test_inlined_schema_reports_what_the_referencing_one_does():
     bad["avgcase"]["main"] = {"bogus": 1}                  # avg_model
     bad["toy"]["bernoulli"]["n_samples"] = -1
     for config in (base, bad):
-        assert (sorted(pabench_config._describe(e) for e in plain.iter_errors(config))
-                == sorted(pabench_config._describe(e) for e in inlined.iter_errors(config)))
+        assert (sorted(pabench_config.describe_error(e) for e in plain.iter_errors(config))
+                == sorted(pabench_config.describe_error(e) for e in inlined.iter_errors(config)))
     assert len(list(inlined.iter_errors(bad))) >= 4
 
     tree = {"$defs": {"node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}}}},

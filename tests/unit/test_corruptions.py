@@ -575,7 +575,7 @@ def test_fixed_order_filters_match_the_library_ones(cifar):
     from pabench.datasets.corruptions.filters import gaussian_kernel, gaussian_taps
 
     x = torch.from_numpy(np.random.default_rng(3).uniform(-128, 128, (6, 8, 8)))
-    d = torch.from_numpy(digital._DCT)
+    d = torch.from_numpy(digital.DCT)
     coef = digital._along(digital._along(x, d, -2), d, -1)
     np.testing.assert_allclose(coef.numpy(), (d @ x @ d.T).numpy(), atol=1e-10)
     np.testing.assert_allclose(digital._along(digital._along(coef, d.T, -2), d.T, -1).numpy(),

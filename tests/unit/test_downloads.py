@@ -205,7 +205,7 @@ def mnist_case(tmp_path, srv, monkeypatch):
 
 
 def _cifar_case(tmp_path, srv, which):
-    from pabench.adversarial import datasets as ds
+    from pabench.attacks import datasets as ds
 
     x = images(12, 2)
     rows = x.transpose(0, 3, 1, 2).reshape(12, -1)
@@ -370,7 +370,7 @@ def frost_case(tmp_path, srv, monkeypatch):
 
 def imdb_case(tmp_path, srv, monkeypatch):
     from pabench.datasets import imdb
-    from pabench.rehearsal import write_imdb_archive
+    from pabench.tools.rehearsal import write_imdb_archive
 
     archive = write_imdb_archive(tmp_path / "src" / imdb.ARCHIVE, per_class=3).read_bytes()
     srv.files = {f"/stanford/{imdb.ARCHIVE}": archive}
@@ -384,7 +384,7 @@ def imdb_case(tmp_path, srv, monkeypatch):
 
 
 def _lpips_case(tmp_path, srv, network):
-    from pabench.adversarial import perceptual as P
+    from pabench.attacks import perceptual as P
 
     torch.manual_seed(10)
     root = tmp_path / "data"
@@ -425,8 +425,8 @@ def lpips_alexnet_case(tmp_path, srv, monkeypatch):
 
 
 def published_case(tmp_path, srv, monkeypatch):
-    from pabench.adversarial import published
-    from pabench.adversarial.models import build
+    from pabench.attacks import published
+    from pabench.attacks.models import build
 
     torch.manual_seed(11)
     net = build("resnet20").eval()
@@ -455,7 +455,7 @@ class _Tiny(torch.nn.Module):
 def _robustbench_zoo(monkeypatch, dataset, model_id, entry):
     if importlib.util.find_spec("robustbench") is None:
         pytest.skip("the optional robustbench package is not installed (make env installs it)")
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
 
     zoo = robustbench.architectures(dataset)   # the dict robustbench's load_model reads too
     monkeypatch.setitem(zoo, model_id, entry)
@@ -464,7 +464,7 @@ def _robustbench_zoo(monkeypatch, dataset, model_id, entry):
 def robustbench_case(tmp_path, srv, monkeypatch):
     """A model of RobustBench's zoo (a small stand-in: an ensemble of two files, by Google
     Drive id), loaded by robustbench's own load_model from the files we downloaded."""
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
 
     members = []
     for seed in (12, 13):
@@ -497,7 +497,7 @@ def robustbench_case(tmp_path, srv, monkeypatch):
 def robustbench_torchvision_case(tmp_path, srv, monkeypatch):
     """An ImageNet constructor of RobustBench's zoo that starts from torchvision weights, fetched
     by torch.hub's load_state_dict_from_url (Standard_R50's way)."""
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
 
     torch.manual_seed(14)
     reference = _Tiny()
@@ -528,7 +528,7 @@ def hub_case(tmp_path, srv, monkeypatch):
     """A hub model at a pinned revision: the listing (the hub's API) names each file with its
     checksum (LFS: SHA-256; others: git blob SHA-1); from_pretrained reads the folder."""
     from pabench.experiments.text.compute import load_classifier
-    from pabench.rehearsal import write_tiny_distilbert
+    from pabench.tools.rehearsal import write_tiny_distilbert
 
     folder = write_tiny_distilbert(tmp_path / "src", layers=1, dim=8)
     commit, repo = "714eb0f" + "a" * 33, "org/tiny-sst2"

@@ -10,15 +10,15 @@ import time
 
 import pytest
 
-from pabench import tracking
-from pabench.tracking import RemoteTracker, Tracker, offline_runs, open_run
+from pabench.runtime import tracking
+from pabench.runtime.tracking import RemoteTracker, Tracker, offline_runs, open_run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the run server is used on Linux only")
 
 
 def identity(pid):
-    return pid, tracking._proc_stat(pid)[1]
+    return pid, tracking.proc_stat(pid)[1]
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ def test_the_server_exits_with_its_owner(tmp_path):
 
 
 def test_a_job_process_imports_neither_wandb_nor_torch():
-    code = "import sys, pabench.workflow; print(sorted(m for m in ('wandb', 'torch', 'pandas', " \
+    code = "import sys, pabench.runtime.workflow; print(sorted(m for m in ('wandb', 'torch', 'pandas', " \
            "'matplotlib') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""The job server (pabench.jobserver): a script run by a launcher process runs in a forked child
+"""The job server (pabench.runtime.jobserver): a script run by a launcher process runs in a forked child
 of a preloaded server, with the launcher's streams, directory, environment and exit status; a
 cancelled launcher takes its job down; without a server the script runs in its own process."""
 import json
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pabench import jobserver, tracking
+from pabench.runtime import jobserver, tracking
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 SCRIPT = textwrap.dedent("""\
-    from pabench.jobserver import delegate; delegate()
+    from pabench.runtime.jobserver import delegate; delegate()
     import json, os, sys, time
     state = {"pid": os.getpid(), "inside": os.environ.get("PABENCH_IN_JOB_SERVER"),
              "cwd": os.getcwd(), "argv": sys.argv[1:], "mark": os.environ.get("MARK"),
@@ -35,11 +35,11 @@ SCRIPT = textwrap.dedent("""\
 @pytest.fixture(scope="module")
 def server():
     """A job server owned by this test process, listening."""
-    me = (os.getpid(), tracking._proc_stat(os.getpid())[1])
+    me = (os.getpid(), tracking.proc_stat(os.getpid())[1])
     jobserver.start(argv=["snakemake"])
     path = jobserver.address(me)
     deadline = time.monotonic() + 20
-    while tracking._try_connect(path) is None:
+    while tracking.try_connect(path) is None:
         assert time.monotonic() < deadline, "the job server did not start"
         time.sleep(0.05)
     return {tracking.OWNER_ENV: f"{me[0]}:{me[1]}"}

@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from pabench.adversarial.mm5 import MM3, MM5, MMPLUS, MMResult, checkpoints, mm_attack
+from pabench.attacks.mm5 import MM3, MM5, MMPLUS, MMResult, checkpoints, mm_attack
 
 N_TEST = 300
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import REPO
 
-from pabench.adversarial.training import augment
+from pabench.attacks.training import augment
 from pabench.core import config as pabench_config
 from pabench.experiments.oodrb import analysis as A, compute, plan
 from pabench.metrics.settings import PASettings

@@ -55,7 +55,7 @@ def test_quick_scale_runs_the_base_setup_alone():
 
 
 def test_setup_models_are_ids_of_their_robustbench_leaderboards(tmp_path):
-    from pabench.adversarial import robustbench
+    from pabench.attacks import robustbench
 
     cfg = pabench_config.load(PAPER)
     l2 = plan.robustbench(plan.for_setup(cfg, "l2"))

@@ -18,7 +18,7 @@ from conftest import REPO
 from torch import nn
 
 from pabench import cli
-from pabench.adversarial.models import build, save_zoo_model
+from pabench.attacks.models import build, save_zoo_model
 from pabench.core import config as pabench_config
 from pabench.core.modelfile import load_model
 from pabench.experiments.oodrb import compute, plan, user
@@ -145,7 +145,7 @@ def test_function_and_cli_on_module_plus_checkpoint_match_torchscript(tiny, jit_
     table; with a pabench architecture (the function, one shift at a time as with
     oodrb.split_shifts) its accuracy and PA (MM5's random starts differ between the two ways);
     with no zoo, a note instead of effective robustness."""
-    assert _run("net_weights.pt", "--arch", "pabench.adversarial.models:SmallCNN",
+    assert _run("net_weights.pt", "--arch", "pabench.attacks.models:SmallCNN",
                 "--arch-kwargs", '{"channels": 4}', "--name", "cls", "--out", "out2") == 0
     split = copy.deepcopy(tiny["cfg"])
     split["oodrb"]["split_shifts"] = True

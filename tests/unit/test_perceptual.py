@@ -11,8 +11,8 @@ import torch.nn.functional as F
 import torchvision
 from sklearn.datasets import load_digits
 
-from pabench.adversarial import perceptual as P
-from pabench.adversarial.threats import ThreatResult
+from pabench.attacks import perceptual as P
+from pabench.attacks.threats import ThreatResult
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

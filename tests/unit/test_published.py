@@ -8,8 +8,8 @@ import pytest
 import torch
 from conftest import REPO
 
-from pabench.adversarial import published
-from pabench.adversarial.models import CIFAR10_MEAN, CIFAR10_STD, build, load_zoo_model, \
+from pabench.attacks import published
+from pabench.attacks.models import CIFAR10_MEAN, CIFAR10_STD, build, load_zoo_model, \
     save_zoo_model
 from pabench.core import config as pabench_config
 from pabench.experiments.oodrb import compute, plan

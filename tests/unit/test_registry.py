@@ -12,8 +12,7 @@ from pabench.core import resources
 from pabench.core.config import load as load_config
 from pabench.experiments.avgcase import plan as avg_plan
 from pabench.experiments.oodrb import plan as oodrb_plan
-from pabench.papers import PAPERS
-from pabench.reporting.registry import claim_modules
+from pabench.papers import PAPERS, claim_modules, claim_tables, unbuildable
 from pabench.reporting import registry
 from pabench.reporting.claims import load
 
@@ -58,7 +57,7 @@ def test_claims_named_by_entries_exist_and_every_claim_is_backed():
 
 def test_claim_tables_name_one_file_each():
     for config in CONFIGS.values():
-        tables = registry.claim_tables(config)
+        tables = claim_tables(config)
         needed = {t for c in load(claim_modules()) for t in c.tables}
         # ImageNet runs only with a folder of images, the text shifts only at the paper scale
         assert needed - set(tables) <= ({"imagenet"} if config["text"]["enabled"] else {"imagenet", "text"})
@@ -78,7 +77,7 @@ def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
     """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
     needs_torch = {"fig08", "fig11", "fig13"}  # logits files, checkpoints, rendered images
     modules = sorted({e.function.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
-                     | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.workflow",
+                     | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.runtime.workflow",
                         *claim_modules()})
     code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -136,14 +135,14 @@ def _enum(schema: dict, *path) -> list:
 
 def test_schema_enums_match_the_code():
     """The schema's choices and the code's constants have to agree (one is not derived from the other)."""
-    from pabench.adversarial.datasets import DATASETS
-    from pabench.adversarial.models import ARCHS, METHODS
-    from pabench.adversarial.records import ATTACKS
+    from pabench.attacks.datasets import DATASETS
+    from pabench.attacks.models import ARCHS, METHODS
+    from pabench.attacks.records import ATTACKS
     from pabench.datasets.diagvib import IMAGE_SIZES
     from pabench.datasets.mnist import SOURCES
     from pabench.metrics.pa import SOLVERS
     from pabench.models import BACKBONES
-    from pabench.tracking import MODES
+    from pabench.runtime.tracking import MODES
     from pabench.training.algorithms import ALGORITHMS
 
     s = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
@@ -186,14 +185,14 @@ def test_imagenet_results_asked_for_without_a_folder_name_the_key_to_set(monkeyp
     assert paper["adversarial"]["imagenet"]["folder"] is None
     imagenet = {"pa_fig17", "pa_fig18", "pa_models_imagenet"}
     assert not imagenet & {e.rule for e in PAPERS["pa"].enabled(paper)}
-    message = registry.unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
+    message = unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
                                            str(REPO / "figures/pa/models-imagenet.csv")])
     assert message.startswith("pa_fig17, figures/pa/fig18.png, figures/pa/models-imagenet.csv: ")
     assert message.count("adversarial.imagenet.folder is null; set it to a folder of ImageNet "
                          "validation images in class subfolders") == 1
     # nothing to say for the paper, other figures, or once the folder is given
-    assert registry.unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
+    assert unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
     given = {**paper, "adversarial": {**paper["adversarial"],
                                       "imagenet": {**paper["adversarial"]["imagenet"], "folder": "val"}}}
     assert imagenet <= {e.rule for e in PAPERS["pa"].enabled(given)}
-    assert registry.unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""
+    assert unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""

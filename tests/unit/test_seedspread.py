@@ -1,11 +1,11 @@
-"""pabench.compare --seed-spread (pabench.seedspread) on small runs drawn from numpy: per-cell
+"""pabench.tools.compare --seed-spread (pabench.tools.seedspread) on small runs drawn from numpy: per-cell
 effects plus seed noise, and a per-seed effect shared by all cells of a seed (one trained model)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from pabench.compare import main
-from pabench.seedspread import compare_seed_spread, pc_ttest
+from pabench.tools.compare import main
+from pabench.tools.seedspread import compare_seed_spread, pc_ttest
 
 MODELS, EPS = ["erm", "irm", "lisa", "mixup"], [0.1, 0.2, 0.3]
 SIGMA = 0.02                                   # seed noise of one cell
@@ -101,7 +101,7 @@ def test_parameters_are_compared_per_value_with_their_rule(runs, tmp_path, capsy
 
 def test_cells_are_paired_by_their_text_columns(runs, capsys):
     """Cells listed in another order (the same order for every seed) are paired by their text
-    columns where those name each cell once, as pabench.compare pairs rows."""
+    columns where those name each cell once, as pabench.tools.compare pairs rows."""
     for root, seeds in zip(runs, ([0, 1, 2], [3, 4, 5])):
         t = table(seeds)
         t["cell"] = t["model"] + "@" + t["eps"].astype(str)
@@ -252,7 +252,7 @@ def test_claims_verdict_changes_are_notes(runs, capsys):
 ])
 def test_bad_arguments(runs, args, message, capsys):
     assert spread(runs, *args) == 2
-    assert capsys.readouterr().err == f"pabench.compare: {message}\n"
+    assert capsys.readouterr().err == f"pabench.tools.compare: {message}\n"
 
 
 def test_alpha_needs_seed_spread(runs, capsys):
@@ -264,7 +264,7 @@ def test_nothing_seed_resolved(runs, capsys):
     for root in runs:                              # one seed only in each run
         make_run(root, table([0]))
     assert spread(runs) == 2
-    assert "pabench.compare: --seed-spread: no CSV file is seed-resolved in both runs" \
+    assert "pabench.tools.compare: --seed-spread: no CSV file is seed-resolved in both runs" \
         in capsys.readouterr().err
 
 

@@ -7,7 +7,8 @@ from conftest import REPO
 from pabench import cli
 from pabench.core import config as pabench_config
 from pabench.reporting import status, where
-from pabench.reporting.registry import Entry, papers
+from pabench.papers import PAPERS
+from pabench.reporting.registry import Entry
 
 
 def _block(path, block):
@@ -19,7 +20,7 @@ def test_the_readme_and_results_tables_are_the_registries():
     docs/results.md` fails."""
     assert _block(REPO / "README.md", "summary") == status.summary(REPO)
     assert _block(REPO / "docs/results.md", "table") == status.table(REPO)
-    every = {f"figures/{p.key}/{e.name}" for p in papers().values() for e in p.entries}
+    every = {f"figures/{p.key}/{e.name}" for p in PAPERS.values() for e in p.entries}
     assert {r["file"] for r in status.rows(REPO)} == every
 
 
@@ -60,7 +61,7 @@ def test_where_finds_the_function_line_inputs_and_the_keys_read(monkeypatch, cap
     for target in ("figures/oodrb/fig3.pdf", "figures/oodrb/fig3", "oodrb_fig3", str(REPO / "figures/oodrb/fig3.png")):
         assert where.find(target)[1].name == "fig3"
     text = where.describe("figures/oodrb/fig3.pdf", config)
-    fn = papers()["oodrb"].entries[[e.name for e in papers()["oodrb"].entries].index("fig3")].load()
+    fn = PAPERS["oodrb"].entries[[e.name for e in PAPERS["oodrb"].entries].index("fig3")].load()
     line = inspect.getsourcelines(fn)[1]
     assert f"src/pabench/experiments/oodrb/figures.py:{line})" in text
     assert "input     shifts: data/results/oodrb/shifts.csv" in text

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pabench import rehearsal
+from pabench.tools import rehearsal
 from pabench.core.paths import TextView
 from pabench.datasets import imdb
 from pabench.experiments.text import compute, shifts

@@ -14,7 +14,7 @@ from pabench.core.paths import TextView
 from pabench.datasets import imdb
 from pabench.experiments.text import shifts
 from pabench.experiments.text.shifts import NEGATIVE, POSITIVE, WORD
-from pabench.rehearsal import write_tar_gz
+from pabench.tools.rehearsal import write_tar_gz
 
 SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from sklearn.datasets import load_digits
 
-from pabench.adversarial import threats as T
-from pabench.adversarial.threats import (
+from pabench.attacks import threats as T
+from pabench.attacks.threats import (
     RECOLOR_RESOLUTION,
     THREATS,
     ThreatResult,
@@ -242,7 +242,7 @@ def test_reference_settings_lower_the_accuracy(digits_model):
     # ReColorAdv at lr 0.001 moves a node by at most ~0.03 in 30 steps: on the 12 points closest
     # to the decision boundary (smallest clean margin) it must already break some
     with torch.no_grad():
-        near = T._margin(net(x), y).argsort()[:12]
+        near = T.logit_margin(net(x), y).argsort()[:12]
     rc = recolor_attack(net, x[near], y[near], steps=30)
     assert rc.robust_accuracy <= _accuracy(net, x[near], y[near]) - 2 / 12
 
@@ -337,7 +337,7 @@ def test_step_for_step_the_reference_formulation(digits_model, name, eps, steps,
     net, x, y = digits_model
     net = copy.deepcopy(net).double()
     with torch.no_grad():
-        near = T._margin(net(x.double()), y).argsort()[:10]  # close to the boundary: some break
+        near = T.logit_margin(net(x.double()), y).argsort()[:10]  # close to the boundary: some break
     xs, ys = x[near].double(), y[near]
     res = threat_attack(name, net, xs, ys, eps=eps, steps=steps, lr=lr, return_perturbation=True)
     with torch.no_grad():

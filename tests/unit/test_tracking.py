@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from pabench.tracking import Tracker, offline_runs
+from pabench.runtime.tracking import Tracker, offline_runs
 
 
 def test_offline_run_is_written_and_read_back(tmp_path, caplog):

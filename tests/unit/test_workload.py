@@ -1,4 +1,4 @@
-"""The paper-scale workload (pabench.workload) follows the config: attack steps, training epochs,
+"""The paper-scale workload (pabench.tools.workload) follows the config: attack steps, training epochs,
 MC samples and corruption images counted from models, eps, steps, images and epochs, and the
 wall-time schedule of the compute estimate."""
 import copy
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from conftest import REPO, scale_config
-from pabench import workload
+from pabench.tools import workload
 from pabench.core.config import load
 
 PAPER = load([REPO / "config.yaml", REPO / "workflow/config/paper.yaml"])

@@ -1,5 +1,5 @@
 """ImageNet's Figures 17-18 asked for without a folder of ImageNet images: the run stops before
-any job with one message naming the key to set (pabench.reporting.registry.unbuildable)."""
+any job with one message naming the key to set (pabench.papers.unbuildable)."""
 import pytest
 
 from conftest import run_snakemake

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from pabench import rehearsal
+from pabench.tools import rehearsal
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def inputs(tmp_path_factory):
 
 
 def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
-    from pabench.adversarial import datasets as adv
+    from pabench.attacks import datasets as adv
     from pabench.datasets import cifar_shifts as cs
     from pabench.datasets.mnist import load_source
 
@@ -65,8 +65,8 @@ def test_stand_ins_load_through_the_paper_scale_loaders(inputs):
 
 
 def test_dry_run_plans_every_paper_scale_rule(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pabench.rehearsal", "--dir", str(tmp_path / "r"),
-                           "--dry-run", "--quiet", "rules"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "pabench.tools.rehearsal",
+                           "--dir", str(tmp_path / "r"), "--dry-run", "--quiet", "rules"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, re.M))
     # the paper-scale-only parts: RobustBench models, the ImageNet figures, CIFAR-100, the

@@ -3,12 +3,12 @@
 import pytest
 
 from conftest import REPO, TEST, run_snakemake
-from pabench.campaign import FINISHED, STARTED, compare, kill_trial, snapshot
+from pabench.tools.campaign import FINISHED, STARTED, compare, kill_trial, snapshot
 
 pytestmark = pytest.mark.workflow
 # The kill trials run parts of the workflow that have every kind of rule (data, training,
 # attacks, estimates, shift evaluations, scoring, fits, tables, figures) to keep the suite short;
-# the campaign (python -m pabench.campaign) kills whole runs.  Each trial's outputs are compared
+# the campaign (python -m pabench.tools.campaign) kills whole runs.  Each trial's outputs are compared
 # with the same files of the session's uninterrupted run (`ran`).
 PA_TARGETS = ["figures/pa/fig01.pdf", "figures/pa/fig03.pdf", "figures/pa/fig07.pdf"]
 TRIALS = {

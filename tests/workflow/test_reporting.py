@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 
 from conftest import TEST, planned, run_snakemake, scale_config
-from pabench.dashboard import build_workspace, spec_from_dir
-from pabench.papers import PAPERS
-from pabench.reporting.registry import claim_modules
+from pabench.runtime.dashboard import build_workspace, spec_from_dir
+from pabench.papers import PAPERS, claim_modules
 from pabench.reporting.claims import MIXED, NOT_EVALUATED, NOT_REPRODUCED, REPRODUCED, load
 
 pytestmark = pytest.mark.workflow
@@ -203,7 +202,7 @@ def test_report_shows_figures_and_claims_in_headless_chromium(ran, tmp_path):
 
 
 def test_runs_record_their_inputs_and_log_each_output_as_a_typed_artifact(ran):
-    from pabench.tracking import offline_runs
+    from pabench.runtime.tracking import offline_runs
 
     root, _ = ran
     runs = {r["name"]: r for r in offline_runs(root / "data/wandb")}

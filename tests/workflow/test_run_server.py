@@ -1,4 +1,4 @@
-"""The run server end to end: a Snakemake `script:` rule inside pabench.workflow.job hands its
+"""The run server end to end: a Snakemake `script:` rule inside pabench.runtime.workflow.job hands its
 W&B run to the server (tests/unit/test_job_overhead.py has the server's parts without Snakemake)."""
 import json
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pabench import tracking
-from pabench.tracking import offline_runs
+from pabench.runtime import tracking
+from pabench.runtime.tracking import offline_runs
 
 pytestmark = [pytest.mark.workflow,
               pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -29,7 +29,7 @@ def test_a_snakemake_job_uses_the_server(tmp_path, early):
         config["wandb"] = {"mode": "offline", "dir": "data/wandb"}
         config["scale"] = "test"
         if EARLY:
-            from pabench import tracking
+            from pabench.runtime import tracking
             tracking.start_server(config)
         rule all:
             input: "a.json", "b.json"
@@ -41,13 +41,13 @@ def test_a_snakemake_job_uses_the_server(tmp_path, early):
         """).replace("EARLY", str(early)))
     (tmp_path / "job.py").write_text(textwrap.dedent("""
         import json, sys
-        from pabench.workflow import job
+        from pabench.runtime.workflow import job
         with job(snakemake) as run:
             run.log({"x": 1.0})
             json.dump({"wandb": "wandb" in sys.modules, "tracker": type(run).__name__},
                       open(snakemake.output[0], "w"))
         """))
-    src = str(Path(tracking.__file__).resolve().parents[1])
+    src = str(tracking.SRC)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     env.pop(tracking.SERVER_ENV, None)
     proc = subprocess.run([snakemake, "--cores", "2"], cwd=tmp_path, env=env, capture_output=True,

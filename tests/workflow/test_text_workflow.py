@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import planned, run_snakemake
-from pabench import rehearsal
+from pabench.tools import rehearsal
 from pabench.core import paths
 
 pytestmark = pytest.mark.workflow

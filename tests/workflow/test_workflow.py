@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SECRET, TEST, run_snakemake, scale_config
 from pabench.papers import PAPERS
-from pabench.tracking import offline_runs
+from pabench.runtime.tracking import offline_runs
 
 PA = PAPERS["pa"].enabled(scale_config())
 AVG = PAPERS["avgcase"].enabled(scale_config())
@@ -132,7 +132,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
 def test_adversarial_results(ran):
     """The tidy table covers every (model, seed, attack, eps, AR); AR views are consistent; each
     attack run's W&B metrics match its record; the figures' CSVs hold the table's numbers."""
-    from pabench.adversarial.records import load_record
+    from pabench.attacks.records import load_record
 
     root, _ = ran
     table = pd.read_csv(root / "data/results/adversarial/mnist32.csv")
@@ -237,7 +237,7 @@ def test_imagenet_figures_from_a_folder(ran, tmp_path):
     ImageNet validation images that ship with foolbox, laid out as an ImageNet folder, a seeded
     12 of them attacked through the paper's code path: a RobustBench ImageNet architecture (untrained weights) alone
     and inside JPEG + RS."""
-    from pabench.rehearsal import write_imagenet
+    from pabench.tools.rehearsal import write_imagenet
 
     root, _ = ran
     assert not (root / "figures/pa/fig17.pdf").exists()

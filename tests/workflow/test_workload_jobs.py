@@ -1,8 +1,8 @@
 """The compute estimate counts the jobs the workflow runs: every job of every counted rule that a
 dry run plans, and no other (natural shifts are read, not generated, and are not counted)."""
 from conftest import planned, scale_config
-from pabench import workload
-from pabench.campaign import TEST
+from pabench.tools import workload
+from pabench.tools.campaign import TEST
 
 
 def test_counted_jobs_are_the_planned_jobs(workdir):

@@ -1,7 +1,7 @@
 # Adversarial robustness (PA paper, Section 4.1, Appendices B and F): test images, the
 # self-trained zoo (and RobustBench models at paper scale), one attack run per
 # (model, attack, eps), PA / AFR on the adversarial-ratio views, one tidy table per dataset.
-from pabench.adversarial.records import ATTACKS
+from pabench.attacks.records import ATTACKS
 from pabench.core import paths, resources
 from pabench.core.paths import MIN_NORM, Eps
 from pabench.experiments.adversarial import plan as adv

@@ -1,7 +1,8 @@
 # What the report adds to the papers: the claims check (every paper's checkable claims evaluated
 # on the tidy result tables) and the run's timing (every rule's Snakemake benchmark files).
 from pabench.core import paths, resources
-from pabench.reporting.registry import CHECKS, all_targets, claim_modules, claim_tables, reported
+from pabench.papers import all_targets, claim_modules, claim_tables
+from pabench.reporting.registry import CHECKS, reported
 
 
 rule claims:

@@ -2,10 +2,11 @@
 # (src/pabench/papers/): the rule is named <paper>_<name> and writes figures/<paper>/<name>.*;
 # one target rule per paper builds all of it (`snakemake --cores all pa`).
 from pabench.core import paths, resources
-from pabench.reporting.registry import STYLE, papers, rule_outputs
+from pabench.papers import PAPERS
+from pabench.reporting.registry import STYLE, rule_outputs
 
 
-for paper in papers().values():
+for paper in PAPERS.values():
     for entry in paper.enabled(config):
 
         rule:

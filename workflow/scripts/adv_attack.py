@@ -1,15 +1,15 @@
 """Rule adv_attack: one attack run (model, attack, eps) over the test images; writes the
 per-sample record (adversarial image, clean and adversarial scores, L-inf norm, success)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
-from pabench.adversarial import datasets
-from pabench.adversarial.attacks import attack_dataset
-from pabench.adversarial import robustbench
-from pabench.adversarial.models import JpegReverseSigmoid, load_zoo_model
+from pabench.attacks import datasets
+from pabench.attacks.attacks import attack_dataset
+from pabench.attacks import robustbench
+from pabench.attacks.models import JpegReverseSigmoid, load_zoo_model
 from pabench.experiments.adversarial.plan import pretrained
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,10 +1,10 @@
 """Rule adv_data: the images of one adversarial dataset split (the test split is the config's
 seeded subset of n_test images; ImageNet samples its own seeded subset of the folder)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
-from pabench.adversarial import datasets
-from pabench.workflow import job
+from pabench.attacks import datasets
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,11 +1,11 @@
 """Rule adv_score: PA (adam, stacked over every view, and exact), beta and AFR of one model on
 every adversarial-ratio view of every attack run (attack, eps)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
-from pabench.adversarial.records import load_record
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
+from pabench.attacks.records import load_record
 from pabench.experiments.adversarial.scoring import score_records
 from pabench.core import paths
 from pabench.core.io import write_csv
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

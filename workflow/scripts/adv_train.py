@@ -1,15 +1,15 @@
 """Rule adv_train: train one model of the self-trained zoo and report its clean accuracy."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import pandas as pd
 import torch
 
-from pabench.adversarial import datasets
+from pabench.attacks import datasets
 from pabench.core.paths import parse_eps
-from pabench.adversarial.models import JpegReverseSigmoid, save_zoo_model
-from pabench.adversarial.training import ZooSettings, scores, train_zoo
+from pabench.attacks.models import JpegReverseSigmoid, save_zoo_model
+from pabench.attacks.training import ZooSettings, scores, train_zoo
 from pabench.core.io import write_csv
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

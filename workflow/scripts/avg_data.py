@@ -1,10 +1,10 @@
 """Rule avg_data: one dataset's train and test images at this scale (seeded subsets)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
 from pabench.core.io import atomic_path
 from pabench.experiments.avgcase.compute import dataset_arrays
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

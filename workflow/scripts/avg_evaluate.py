@@ -1,7 +1,7 @@
 """Rules avg_estimates, avg_estimates_sigma, avg_noise_pa, avg_convergence, avg_case_study,
 avg_runtime, avg_linear_convergence: one evaluation of one trained model (the rule's `kind`), written as one CSV.  With
 avgcase.split_sigmas, avg_estimates stacks its avg_estimates_sigma files instead."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import pandas as pd
 import torch
 
@@ -11,7 +11,7 @@ from pabench.experiments.avgcase import compute, training
 from pabench.metrics.settings import PASettings
 from pabench.reporting import degenerate
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 
 def evaluate(smk, kind: str, s: dict, m):

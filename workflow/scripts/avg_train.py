@@ -1,5 +1,5 @@
 """Rule avg_train: one model, trained with gradient-norm weight lambda (from its name)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import pandas as pd
 import torch
 
@@ -8,7 +8,7 @@ from pabench.core.paths import parse_avg_model
 from pabench.experiments.avgcase import training
 from pabench.reporting import degenerate
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

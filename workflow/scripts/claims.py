@@ -1,10 +1,10 @@
 """Rule claims: evaluate the papers' checkable claims on the tidy result tables."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 
 from pabench.reporting.claims import evaluate, load, to_markdown
 from pabench.core.io import read_table, write_csv, write_text
 from pabench.reporting.tables import to_html
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

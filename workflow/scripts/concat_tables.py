@@ -1,9 +1,9 @@
 """Stack per-run result tables into one tidy table."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import pandas as pd
 
 from pabench.core.io import read_table, write_csv
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,10 +1,10 @@
 """Rule dg_pa: PA (adam and exact) and AFR of one model on every shift-ratio dataset."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.experiments.dg import compute as dg
 from pabench.core.io import read_table, write_csv
 from pabench.reporting import degenerate
 from pabench.training.loop import checkpoint_epochs
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

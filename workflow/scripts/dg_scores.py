@@ -1,12 +1,12 @@
 """Rule dg_scores: logits of a trained model on every test environment."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
 from pabench.experiments.dg import compute as dg
 from pabench.datasets.splits import load_split
 from pabench.core.io import atomic_path
 from pabench.training.loop import load_checkpoint, resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,11 +1,11 @@
 """Rule diagvib_ass: average structural similarity of each test environment to env0."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import pandas as pd
 
 from pabench.datasets.splits import load_split
 from pabench.datasets.shift import average_ssim
 from pabench.core.io import write_csv
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,8 +1,8 @@
 """Rule diagvib_split: render one split of a DiagViB-6 study (all its environments)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.datasets.splits import SplitSpec, build_split
 from pabench.datasets.mnist import load_pools
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

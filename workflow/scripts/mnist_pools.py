@@ -1,9 +1,9 @@
 """Rule mnist_pools: the configured MNIST source as compact train / val / test digit pools."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
 from pabench.datasets.mnist import load_source, save_pools
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,13 +1,13 @@
 """Rule ms_eval: test accuracy of the accuracy-selected and PA-selected checkpoints (PA by the
 adam and by the exact solver), for the main validation split and each other one (column
 `validation`); criteria without preference (a tied best validation value) select nothing."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.experiments.dg import compute as dg
 from pabench.datasets.splits import load_split
 from pabench.core.io import read_table, write_csv
 from pabench.reporting import degenerate
 from pabench.training.loop import load_checkpoint, resolve_device, stopped_early
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

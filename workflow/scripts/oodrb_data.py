@@ -1,11 +1,11 @@
 """Rules oodrb_data (the ID split: training and ID test images) and oodrb_shift (one dataset
 shift: a corruption at every severity, or a natural shift)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 
 from pabench.core.io import atomic_path, load_npz
 from pabench.experiments.oodrb import compute
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -2,14 +2,14 @@
 rule's `kind`), written as one CSV (oodrb_shifts also writes the threat shifts and the per-image
 predictions; oodrb_shift_scores, one shift's scores and predictions, which oodrb_shifts then reads
 instead of attacking that shift itself; oodrb_attacks also each image's robust flags)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
 from pabench.core.io import load_npz, read_table, write_csv
 from pabench.experiments.oodrb import compute, plan
 from pabench.metrics.settings import PASettings
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,9 +1,9 @@
 """Rule oodrb_published: one published (standardly trained) zoo model, downloaded and checked,
 saved as a zoo checkpoint."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
-from pabench.adversarial import published
-from pabench.adversarial.models import save_zoo_model
-from pabench.workflow import job
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
+from pabench.attacks import published
+from pabench.attacks.models import save_zoo_model
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

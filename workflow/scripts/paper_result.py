@@ -1,10 +1,10 @@
 """Every figure and table rule (one per paper registry entry): call the entry's function with
 the rule's inputs, write the outputs, log them to W&B.  Only the function's own module is
 imported, so a figure drawn from CSVs never imports PyTorch."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.core.io import read_table
 from pabench.reporting.registry import load_function
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

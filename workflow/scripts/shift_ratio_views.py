@@ -1,9 +1,9 @@
 """Rule shift_ratio_views: index views mixing env0 with env k at each shift ratio (no copies)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.datasets.splits import load_split
 from pabench.datasets.shift import shift_ratio_view
 from pabench.core.io import write_json
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

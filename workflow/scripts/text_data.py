@@ -1,11 +1,11 @@
 """Rule text_data: the test reviews, a seeded class-balanced subset of them kept as JSON: the IMDB
 sentences of the UCI labelled sentences (text.data: sentences), or IMDB's test reviews
 (downloaded and MD5-checked, or a local archive)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import collections
 
 from pabench.datasets import imdb, sentences
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

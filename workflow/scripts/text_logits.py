@@ -1,6 +1,6 @@
 """Rule text_logits: the classifier's logits on one view of the reviews, clean or shifted by one
 strategy at one power W (the shift drawn per review from the seed, the strategy and W)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import numpy as np
 import torch
 
@@ -8,7 +8,7 @@ from pabench.datasets.imdb import load_reviews
 from pabench.experiments.text import compute
 from pabench.experiments.text.shifts import replacements, shift_reviews
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

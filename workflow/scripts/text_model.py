@@ -3,14 +3,14 @@ the same files: a sequence classifier (a Hugging Face hub id, its files at the p
 downloaded once and checked by pabench.core.download.hub_model, or a local folder) as it is, or
 (text.head: logistic) a sentence encoder with a logistic-regression head trained here on the
 labelled sentences of other domains (plan.HEAD_TRAIN)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
 from pabench.core.download import hub_model
 from pabench.datasets.sentences import read_sentences
 from pabench.experiments.text.compute import save_classifier, train_head
 from pabench.training.loop import resolve_device
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,11 +1,11 @@
 """Rule text_score: PA (adam, stacked over every view, and exact), beta and accuracy of every
 shifted view of the reviews against the clean one."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.core import paths
 from pabench.core.io import write_csv
 from pabench.experiments.text.compute import load_logits
 from pabench.experiments.text.scoring import score_text_views
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -1,9 +1,9 @@
 """Rule timings: summarise every rule's Snakemake benchmark files."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.core import paths
 from pabench.reporting.tables import write_table
 from pabench.reporting.timings import summarise
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

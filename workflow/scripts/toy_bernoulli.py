@@ -1,8 +1,8 @@
 """Rule toy_bernoulli: accuracy and PA of the three Bernoulli classifiers (PA paper, Figure 1)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.core.io import write_csv
 from pabench.experiments.toy.compute import bernoulli_table
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     settings = snakemake.params.settings  # noqa: F821

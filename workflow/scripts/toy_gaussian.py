@@ -1,9 +1,9 @@
 """Rule toy_gaussian: the PA illustration of Figure 2, computed with the exact solver."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 from pabench.experiments.toy.figures import gaussian_table
 from pabench.core.io import write_csv
 from pabench.experiments.toy.compute import gaussian_illustration
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     result = gaussian_illustration(**snakemake.params.settings)  # noqa: F821

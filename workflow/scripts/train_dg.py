@@ -1,14 +1,14 @@
 """Rules train_dg, train_fig11 and train_ms: train one algorithm on a training split, validating
 every epoch.  Params: dg (settings), stages (keep the three training stages' checkpoints), and for
 model selection epochs (the cap), patience, pa (adam solver settings) and also (other splits)."""
-from pabench.jobserver import delegate; delegate()  # noqa: E702 - first: see pabench.jobserver
+from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
 from pabench.experiments.dg import compute as dg
 from pabench.datasets.splits import load_split
 from pabench.core.io import write_csv
 from pabench.training.loop import train
-from pabench.workflow import job
+from pabench.runtime.workflow import job
 
 with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
     smk = snakemake  # noqa: F821

@@ -67,7 +67,7 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "<top level>"
 
 
-def _describe(err: jsonschema.ValidationError) -> str:
+def describe_error(err: jsonschema.ValidationError) -> str:
     where = _key(err.absolute_path)
     if err.validator == "additionalProperties":
         extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -96,7 +96,7 @@ def _inline_refs(node, defs: dict, expanding: tuple = ()):
 
 
 @functools.lru_cache(maxsize=4)
-def _validator(schema_path: str) -> jsonschema.Draft202012Validator:
+def schema_validator(schema_path: str) -> jsonschema.Draft202012Validator:
     with open(schema_path) as fh:
         schema = yaml.safe_load(fh)
     return jsonschema.Draft202012Validator(_inline_refs(schema, schema.get("$defs", {})))
@@ -104,9 +104,9 @@ def _validator(schema_path: str) -> jsonschema.Draft202012Validator:
 
 def check(config: dict, schema_path=REPO_SCHEMA) -> None:
     """Raise ConfigError naming every key that breaks the schema."""
-    validator = _validator(str(schema_path))
+    validator = schema_validator(str(schema_path))
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
-    lines = [_describe(e) for e in errors]
+    lines = [describe_error(e) for e in errors]
     if not lines:
         lines = semantic_errors(config)
     if lines:

@@ -1,6 +1,6 @@
 """A user's model from a file, for the commands that evaluate one (`pabench oodrb`, `pabench
 avgcase`): a torch.export archive (.pt2), TorchScript, a state_dict with its architecture named
-(`arch`: "package.module:Class" or an architecture of pabench.adversarial.models), or a pabench zoo
+(`arch`: "package.module:Class" or an architecture of pabench.attacks.models), or a pabench zoo
 checkpoint.  The file's kind is read from its zip listing, so that no loader is tried on the
 wrong kind.  Only `allow_pickle` loads a pickled nn.Module, which runs the file's code: trusted
 files only.  Every failure is a ValueError (FileNotFoundError: no file) naming the file."""
@@ -108,7 +108,7 @@ def _state_dict(obj, path: Path) -> dict:
 def build_arch(arch: str, kwargs: dict | None = None, num_classes: int | None = None,
                image_size: int | None = None):
     """An untrained network: "package.module:Class" called with `kwargs`, or an architecture of
-    pabench.adversarial.models (num_classes and image_size from the data)."""
+    pabench.attacks.models (num_classes and image_size from the data)."""
     if ":" in arch:
         module_name, _, class_name = arch.partition(":")
         try:
@@ -123,7 +123,7 @@ def build_arch(arch: str, kwargs: dict | None = None, num_classes: int | None = 
         except TypeError as err:
             raise ValueError(f"--arch {arch}: cannot build it with arguments {kwargs or {}} "
                              f"({err})") from None
-    from pabench.adversarial.models import build
+    from pabench.attacks.models import build
 
     extra = {k: v for k, v in (("num_classes", num_classes), ("image_size", image_size)) if v}
     return build(arch, **{**extra, **(kwargs or {})})
@@ -169,7 +169,7 @@ def load_model(path, arch: str | None = None, arch_kwargs: dict | None = None, d
     else:
         obj = _torch_load(path, allow_pickle)
         if isinstance(obj, dict) and "arch" in obj and isinstance(obj.get("state_dict"), dict):
-            from pabench.adversarial.models import load_zoo_model
+            from pabench.attacks.models import load_zoo_model
 
             return load_zoo_model(path, device=device)[0]
         if isinstance(obj, torch.nn.Module):

@@ -50,9 +50,9 @@ def from_timings(timings, headroom: float = 1.5, min_mb: int = 512, min_minutes:
         mem = max(min_mb, 256 * math.ceil(r.max_rss_mb * headroom / 256))
         minutes = max(min_minutes, math.ceil(r.max_s * headroom / 60))
         out[r.rule] = {"mem_mb": mem, "runtime": minutes}
-    from pabench.reporting.registry import papers
+    from pabench.papers import PAPERS
 
-    kinds = {e.rule: e.kind for paper in papers().values() for e in paper.entries}
+    kinds = {e.rule: e.kind for paper in PAPERS.values() for e in paper.entries}
     for kind in ("figure", "table"):
         measured = [v for rule, v in out.items() if kinds.get(rule) == kind]
         if measured:

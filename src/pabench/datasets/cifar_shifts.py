@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.adversarial.datasets import IMAGE_EXTENSIONS, _load_image
+from pabench.attacks.datasets import IMAGE_EXTENSIONS, load_image
 from pabench.core.download import download_archive, download_file, verify_file
 from pabench.core.io import load_npz
 from pabench.datasets.corruptions import check_corruption, check_severity
@@ -324,5 +324,5 @@ def load_image_folder(folder, classes, required=None, n: int | None = None, seed
         chosen = np.sort(np.random.default_rng(seed).choice(len(paths), size=n, replace=False))
     if not paths:
         raise ValueError(f"{folder}: no images ({'/'.join(IMAGE_EXTENSIONS)}) in its class folders")
-    images = np.stack([_load_image(paths[i], image_size, resize) for i in chosen])
+    images = np.stack([load_image(paths[i], image_size, resize) for i in chosen])
     return np.ascontiguousarray(images), labels[chosen]

@@ -76,7 +76,7 @@ def mnist_normalise(digit: np.ndarray) -> np.ndarray:
 
 def as_mnist32(digits: np.ndarray) -> np.ndarray:
     """(N, 28, 28) uint8 -> (N, 3, 32, 32): 2-pixel zero padding and 3 equal channels, as
-    `pabench.adversarial.datasets.mnist32` builds its images."""
+    `pabench.attacks.datasets.mnist32` builds its images."""
     images = np.zeros((len(digits), 3, 32, 32), dtype=np.uint8)
     images[:, :, 2:30, 2:30] = digits[:, None, :, :]
     return images

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.adversarial.datasets import IMAGENET_CLASSES, _load_image
+from pabench.attacks.datasets import IMAGENET_CLASSES, load_image
 from pabench.datasets.cifar_shifts import download_imagenet_r, image_ids
 
 # natural shift -> its id list
@@ -66,7 +66,7 @@ def listed(folder, ids, image_size: int = 224, resize: int = 256):
                          f"e.g. {', '.join(missing[:3])}")
     x = np.empty((len(ids), 3, image_size, image_size), np.uint8)
     for k, p in enumerate(paths):
-        x[k] = _load_image(p, image_size, resize)
+        x[k] = load_image(p, image_size, resize)
     return x, np.array([label(i.split("/")[0]) for i in ids], dtype=np.int64)
 
 

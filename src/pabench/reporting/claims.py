@@ -180,16 +180,16 @@ def evaluate(tables: dict[str, pd.DataFrame], claims=None) -> pd.DataFrame:
                                        "seeds_holding", "seeds_note", "timed"])
 
 
-def _f(x: float) -> str:
+def fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def _need(condition: bool, why: str) -> None:
+def need(condition: bool, why: str) -> None:
     if not condition:
         raise NotEvaluated(why)
 
 
-def _discordant(a: pd.Series, b: pd.Series) -> int:
+def discordant(a: pd.Series, b: pd.Series) -> int:
     """Pairs that a and b order strictly oppositely (0: the two rankings agree, ties allowed)."""
     keys = list(a.index)
     return sum(1 for i, x in enumerate(keys) for y in keys[i + 1:]

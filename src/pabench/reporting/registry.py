@@ -116,12 +116,6 @@ class Paper:
         return [p for e in self.enabled(config) for p in e.outputs().values()] + self.extra_targets(config)
 
 
-def papers() -> dict[str, Paper]:
-    """Every paper's registry, by key."""
-    from pabench.papers import PAPERS
-    return PAPERS
-
-
 def reported(path: str, category: str, experiment: str):
     """An output shown in Snakemake's report under its paper (category) and experiment, with the
     caption rendered from the rule's params.meta (workflow/report/caption.rst)."""
@@ -137,40 +131,3 @@ def rule_outputs(paper: Paper, entry: Entry) -> dict:
     shown = "png" if entry.kind == "figure" else "html"
     out[shown] = reported(out[shown], paper.title, entry.experiment)
     return out
-
-
-def all_targets(config: dict) -> list[str]:
-    """Every paper's files at this config's scale."""
-    return [p for paper in papers().values() for p in paper.targets(config)]
-
-
-def unbuildable(config: dict, targets) -> str:
-    """One message for the targets of a command line (`targets`: its words; a rule's name or one
-    of its files, `./` or absolute allowed) that name a result this config cannot build for want
-    of a setting (Entry.requires), grouped by what to set; "" when there are none."""
-    import os
-
-    words = {os.path.relpath(t) if os.path.isabs(t) else os.path.normpath(t) for t in targets}
-    asked: dict[str, list[str]] = {}
-    for paper in papers().values():
-        for e in paper.entries:
-            named = [t for t in (e.rule, *e.outputs().values()) if t in words]
-            need = named and e.requires(config)
-            if need:
-                asked.setdefault(need, []).extend(named)
-    return "; ".join(f"{', '.join(names)}: cannot be built with this configuration: {need}"
-                     for need, names in asked.items())
-
-
-def claim_tables(config: dict) -> dict:
-    """The tidy tables every paper's claims read, by name."""
-    tables = {}
-    for paper in papers().values():
-        for name, path in paper.claim_tables(config).items():
-            if tables.setdefault(name, path) != path:
-                raise ValueError(f"claims table {name!r} means two files: {tables[name]} and {path}")
-    return tables
-
-
-def claim_modules() -> list[str]:
-    return [m for paper in papers().values() for m in paper.claim_modules]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pabench.reporting.registry import papers
+from pabench.papers import PAPERS
 
 END = "<!-- pabench status: end -->"
 BLOCKS = ("summary", "table")       # <!-- pabench status: summary --> ... END
@@ -56,7 +56,7 @@ def rows(root: Path = Path(".")) -> list[dict]:
 
     configs = {s: load([root / f for f in files]) for s, files in SCALES.items()}
     out = []
-    for paper in papers().values():
+    for paper in PAPERS.values():
         for e in paper.entries:
             name, what = _label(e.caption)
             out.append({"key": paper.key, "file": f"figures/{paper.key}/{e.name}",
@@ -108,7 +108,7 @@ def summary(root: Path = Path(".")) -> str:
     arxiv = {s: load([root / f for f in (*files, ARXIV)]) for s, files in SCALES.items()}
     lines = ["| paper | built at quick and paper scale | quick only | paper scale only | "
              "needs your data |", "| --- | --- | --- | --- | --- |"]
-    for paper in papers().values():
+    for paper in PAPERS.values():
         variants = [(paper.title, None)]
         if paper.key == "pa":
             variants.append(("PA robustness paper (arXiv v1)", arxiv))

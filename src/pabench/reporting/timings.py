@@ -9,8 +9,8 @@ import pandas as pd
 
 
 def logged_peak(log: Path) -> float:
-    """The peak memory (MiB) a job's log states (pabench.workflow.job), or 0."""
-    from pabench.workflow import PEAK
+    """The peak memory (MiB) a job's log states (pabench.runtime.workflow.job), or 0."""
+    from pabench.runtime.workflow import PEAK
 
     with contextlib.suppress(OSError):
         found = re.findall(rf"{PEAK} ([0-9.]+) MiB", log.read_text(errors="replace"))

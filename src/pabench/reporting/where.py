@@ -9,7 +9,7 @@ import inspect
 import os
 from pathlib import Path
 
-from pabench.reporting.registry import papers
+from pabench.papers import PAPERS
 
 
 class _Recording(dict):
@@ -35,7 +35,7 @@ def find(target: str):
     """(paper, entry) whose rule or one of whose files is `target` (extension optional)."""
     word = os.path.normpath(os.path.relpath(target) if os.path.isabs(target) else target)
     stem = os.path.splitext(word)[0]
-    for paper in papers().values():
+    for paper in PAPERS.values():
         for e in paper.entries:
             files = {os.path.splitext(p)[0] for p in e.outputs().values()}
             if word == e.rule or stem in files:

@@ -261,7 +261,7 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
                 xs.append(to_input(env.images[idx], device))
                 ys.append(torch.as_tensor(class_indices(classes, env.labels[idx]), device=device))
             wait += time.perf_counter() - t0
-            loss = _loss(settings, model, xs, ys, len(classes), epoch, gen)
+            loss = batch_loss(settings, model, xs, ys, len(classes), epoch, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -321,7 +321,7 @@ def _validate(model, pairs: dict, device, adam: PASettings | None) -> dict:
     return row
 
 
-def _loss(settings, model, xs, ys, num_classes, epoch, gen):
+def batch_loss(settings, model, xs, ys, num_classes, epoch, gen):
     if settings.algorithm == "lisa":
         mixed = lisa_mix(xs, ys, num_classes, gen, settings.lisa_alpha, settings.lisa_p_same_label,
                          settings.lisa_mix)

@@ -126,13 +126,13 @@ def pixelate(x, severity, rs):
 # ---------------------------------------------------------------------------------------------
 # JPEG: baseline, 4:2:0, libjpeg's quality-scaled tables, rounding as libjpeg does it
 
-_LUMA = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
+LUMA = np.array([16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55,
                   14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
                   18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92,
                   49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112, 100, 103, 99]).reshape(8, 8)
-_CHROMA = np.full((8, 8), 99)
-_CHROMA[:4, :4] = [[17, 18, 24, 47], [18, 21, 26, 66], [24, 26, 56, 99], [47, 66, 99, 99]]
-_DCT = np.array([[np.sqrt((1 if u == 0 else 2) / 8) * np.cos((2 * i + 1) * u * np.pi / 16)
+CHROMA = np.full((8, 8), 99)
+CHROMA[:4, :4] = [[17, 18, 24, 47], [18, 21, 26, 66], [24, 26, 56, 99], [47, 66, 99, 99]]
+DCT = np.array([[np.sqrt((1 if u == 0 else 2) / 8) * np.cos((2 * i + 1) * u * np.pi / 16)
                   for i in range(8)] for u in range(8)])   # orthonormal 8-point DCT-II
 
 
@@ -159,7 +159,7 @@ def _blocks_roundtrip(plane: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Level shift, 8x8 DCT, quantise (round half away from zero), dequantise, inverse DCT,
     round and clamp to 0..255, for planes (B, H, W) with H, W multiples of 8."""
     b, h, w = plane.shape
-    d = torch.from_numpy(_DCT)
+    d = torch.from_numpy(DCT)
     blocks = (plane - 128).reshape(b, h // 8, 8, w // 8, 8).transpose(2, 3)
     coef = _along(_along(blocks, d, -2), d, -1)                          # d X d^T
     coef = torch.sign(coef) * torch.floor(coef.abs() / q + 0.5) * q
@@ -192,9 +192,9 @@ def jpeg_roundtrip(x: torch.Tensor, quality: int) -> torch.Tensor:
     def down(c):
         return torch.floor((c.reshape(n, h // 2, 2, w // 2, 2).sum((2, 4)) + bias) / 4)
 
-    y = _blocks_roundtrip(y, quant_table(_LUMA, quality))
-    cb = _fancy_upsample(_blocks_roundtrip(down(cb), quant_table(_CHROMA, quality)))
-    cr = _fancy_upsample(_blocks_roundtrip(down(cr), quant_table(_CHROMA, quality)))
+    y = _blocks_roundtrip(y, quant_table(LUMA, quality))
+    cb = _fancy_upsample(_blocks_roundtrip(down(cb), quant_table(CHROMA, quality)))
+    cr = _fancy_upsample(_blocks_roundtrip(down(cr), quant_table(CHROMA, quality)))
     red = y + torch.floor(1.402 * (cr - 128) + 0.5)
     green = y + torch.floor(-0.344136286 * (cb - 128) - 0.714136286 * (cr - 128) + 0.5)
     blue = y + torch.floor(1.772 * (cb - 128) + 0.5)

@@ -227,9 +227,9 @@ def pixelate(images, severity, rs):
 
 @lru_cache(maxsize=None)
 def _jpeg_tables(quality: int):
-    d = _f64(digital._DCT)
-    return (_f64(digital.quant_table(digital._LUMA, quality)),
-            _f64(digital.quant_table(digital._CHROMA, quality)), d, _f64(d.T))
+    d = _f64(digital.DCT)
+    return (_f64(digital.quant_table(digital.LUMA, quality)),
+            _f64(digital.quant_table(digital.CHROMA, quality)), d, _f64(d.T))
 
 
 def jpeg_compression(images, severity, rs):

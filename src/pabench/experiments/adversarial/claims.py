@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from pabench.core.paths import Eps
-from pabench.reporting.claims import SOLVERS, _discordant, _f, _need, claim
+from pabench.reporting.claims import SOLVERS, discordant, fmt, need, claim
 
 UNDEFENDED = ("undefended", "Standard")   # the zoo's and RobustBench's undefended model
 JPEG_RS = "jpeg_rs"
@@ -21,20 +21,20 @@ def _models(adv: pd.DataFrame) -> list[str]:
 
 def _undefended(adv: pd.DataFrame) -> str:
     found = [m for m in _models(adv) if m in UNDEFENDED]
-    _need(bool(found), "no undefended model")
-    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
+    need(bool(found), "no undefended model")
+    need(len(_models(adv)) > 1, "a single model: nothing to rank")
     return found[0]
 
 
 def _attack(adv: pd.DataFrame, attack: str) -> pd.DataFrame:
     rows = adv[adv.attack == attack]
-    _need(len(rows) > 0, f"no {attack} attack runs")
+    need(len(rows) > 0, f"no {attack} attack runs")
     return rows
 
 
 def _at(rows: pd.DataFrame, ar: float, column: str) -> pd.DataFrame:
     """column at one AR: index eps tag, one column per model."""
-    _need(column in rows.columns, f"no {column} column")
+    need(column in rows.columns, f"no {column} column")
     sel = rows[(rows.ar - ar).abs() < 1e-9]
     return sel.pivot_table(index="eps", columns="model", values=column, aggfunc="mean")
 
@@ -49,7 +49,7 @@ def _undefended_lowest(adv, column: str):
     value = _at(_attack(adv, "pgd"), 1.0, column)
     others = value.drop(columns=und).min(axis=1)
     return bool((value[und] < others).all()), "; ".join(
-        f"eps {e}: undefended {_f(value[und][e])} vs others' min {_f(others[e])}"
+        f"eps {e}: undefended {fmt(value[und][e])} vs others' min {fmt(others[e])}"
         for e in _eps_order(value.index))
 
 
@@ -69,7 +69,7 @@ def _(adv, solver):
     rows = rows[rows.model == und]
     rho = {e: g.ar.rank().corr(g[f"logpa_{solver}"].rank()) for e, g in rows.groupby("eps")}
     return all(r <= -0.9 for r in rho.values()), "; ".join(
-        f"eps {e}: rho = {_f(rho[e])}" for e in _eps_order(rho))
+        f"eps {e}: rho = {fmt(rho[e])}" for e in _eps_order(rho))
 
 
 @claim("adv-pgd-stronger-eps-lower", "PA paper, Section 4.1 (PGD)",
@@ -79,10 +79,10 @@ def _(adv, solver):
     und = _undefended(adv)
     pa = _at(_attack(adv, "pgd"), 1.0, f"logpa_{solver}")[und]
     order = _eps_order(pa.index)
-    _need(len(order) > 1, "a single eps")
+    need(len(order) > 1, "a single eps")
     values = [pa[e] for e in order]
     holds = all(b < a for a, b in zip(values, values[1:]))
-    return holds, ", ".join(f"eps {e}: {_f(pa[e])}" for e in order)
+    return holds, ", ".join(f"eps {e}: {fmt(pa[e])}" for e in order)
 
 
 def _afr_overestimates(adv, attack: str, max_ar: float, solver: str):
@@ -126,12 +126,12 @@ def _trained(adv) -> list[str]:
        "adversarially trained model.", "adversarial", solvers=SOLVERS)
 def _(adv, solver):
     trained = _trained(adv)
-    _need(JPEG_RS in _models(adv) and bool(trained), "needs JPEG + RS and an adversarially trained model")
+    need(JPEG_RS in _models(adv) and bool(trained), "needs JPEG + RS and an adversarially trained model")
     pa = _at(_attack(adv, "pgd"), 1.0, f"logpa_{solver}")
     eps = _eps_order(pa.index)[0]
     best = pa.loc[eps, trained]
     return bool((pa.loc[eps, JPEG_RS] < best).all()), (
-        f"eps {eps}: JPEG + RS {_f(pa.loc[eps, JPEG_RS])}, trained models min {_f(best.min())}")
+        f"eps {eps}: JPEG + RS {fmt(pa.loc[eps, JPEG_RS])}, trained models min {fmt(best.min())}")
 
 
 @claim("adv-pgd-undefended-lowest-beta", "PA paper, Figure 4 (bottom)",
@@ -145,20 +145,20 @@ def _(adv, solver):
        "Under PGD at AR = 1, JPEG + RS's final beta ({solver}) is the highest of all models, at "
        "every eps.", "adversarial", solvers=SOLVERS)
 def _(adv, solver):
-    _need(JPEG_RS in _models(adv) and len(_models(adv)) > 1, "needs JPEG + RS and another model")
+    need(JPEG_RS in _models(adv) and len(_models(adv)) > 1, "needs JPEG + RS and another model")
     beta = _at(_attack(adv, "pgd"), 1.0, f"beta_{solver}")
     others = beta.drop(columns=JPEG_RS).max(axis=1)
     return bool((beta[JPEG_RS] > others).all()), "; ".join(
-        f"eps {e}: JPEG + RS {_f(beta[JPEG_RS][e])} vs others' max {_f(others[e])}"
+        f"eps {e}: JPEG + RS {fmt(beta[JPEG_RS][e])} vs others' max {fmt(others[e])}"
         for e in _eps_order(beta.index))
 
 
 def _same_order(adv, attack: str, ar: float, solver: str):
     """Whether PA (of `solver`) and AFR_T order the models alike (no discordant pair) at every eps."""
-    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
+    need(len(_models(adv)) > 1, "a single model: nothing to rank")
     rows = _attack(adv, attack)
     pa, afr = _at(rows, ar, f"logpa_{solver}"), _at(rows, ar, "afr_true")
-    bad = {e: _discordant(pa.loc[e], afr.loc[e]) for e in pa.index}
+    bad = {e: discordant(pa.loc[e], afr.loc[e]) for e in pa.index}
     return all(v == 0 for v in bad.values()), "; ".join(
         f"eps {e}: {bad[e]} discordant pairs" for e in _eps_order(bad))
 
@@ -175,7 +175,7 @@ def _(adv):  # adam only: the exact solver gives log PA = 0 to every model at AR
        "model, attack and eps.", "adversarial", solver="exact")
 def _(adv):
     rows = adv[adv.ar == 0]
-    _need(len(rows) > 0, "no AR = 0 rows")
+    need(len(rows) > 0, "no AR = 0 rows")
     finite = int((~(rows.beta_exact == math.inf)).sum())
     worst = float(rows.logpa_exact.abs().max())
     return finite == 0 and worst < 1e-9, f"{finite} of {len(rows)} runs with finite beta; max |log PA| = {worst:.2g}"
@@ -185,7 +185,7 @@ def _(adv):
        "Under FMN, at some AR in [0.3, 0.6], JPEG + RS has the highest PA ({solver}) of all "
        "models.", "adversarial", solvers=SOLVERS)
 def _(adv, solver):
-    _need(JPEG_RS in _models(adv) and len(_models(adv)) > 1, "needs JPEG + RS and another model")
+    need(JPEG_RS in _models(adv) and len(_models(adv)) > 1, "needs JPEG + RS and another model")
     rows = _attack(adv, "fmn")
     rows = rows[(rows.ar >= 0.3 - 1e-9) & (rows.ar <= 0.6 + 1e-9)]
     pa = rows.pivot_table(index="ar", columns="model", values=f"logpa_{solver}")
@@ -199,7 +199,7 @@ def _(adv, solver):
        "Under APGD-CE and APGD-DLR, Addepalli et al. (2022) and Wang et al. (2023) have the two "
        "highest PAs ({solver}) at every eps and every AR > 0.", "adversarial", solvers=SOLVERS)
 def _(adv, solver):
-    _need({ADDEPALLI, WANG} <= set(_models(adv)), "needs the RobustBench models (paper scale)")
+    need({ADDEPALLI, WANG} <= set(_models(adv)), "needs the RobustBench models (paper scale)")
     misses = []
     for attack in ("apgd-ce", "apgd-dlr"):
         rows = _attack(adv, attack)
@@ -224,17 +224,17 @@ def _(adv, solver):
        "AR >= 0.8: it orders some pair oppositely at some 0 < AR < 0.8 and none at AR >= 0.8.",
        "imagenet", solvers=SOLVERS)
 def _(adv, solver):
-    _need(len(_models(adv)) > 1, "a single model: nothing to rank")
+    need(len(_models(adv)) > 1, "a single model: nothing to rank")
     rows = _attack(adv, "apgd-ce")
     pa, afr = _by_ar(rows, f"logpa_{solver}"), _by_ar(rows, "afr_true")
     holds, measured = True, []
     for eps in _eps_order({e for e, _ in afr.index}):
         ars = sorted(ar for e, ar in afr.index if e == eps and ar > 0)
         full = [ar for ar in ars if abs(ar - 1.0) < 1e-9]
-        _need(bool(full), f"no AR = 1 rows at eps {eps}")
+        need(bool(full), f"no AR = 1 rows at eps {eps}")
         ref = afr.loc[(eps, full[0])]
-        pa_bad = [ar for ar in ars if _discordant(pa.loc[(eps, ar)], ref)]
-        afr_bad = [ar for ar in ars if _discordant(afr.loc[(eps, ar)], ref)]
+        pa_bad = [ar for ar in ars if discordant(pa.loc[(eps, ar)], ref)]
+        afr_bad = [ar for ar in ars if discordant(afr.loc[(eps, ar)], ref)]
         early = [ar for ar in afr_bad if ar < 0.8 - 1e-9]
         holds &= not pa_bad and bool(early) and len(early) == len(afr_bad)
         measured.append(f"eps {eps}: PA discordant with AFR_T(AR = 1) at AR "
@@ -244,7 +244,7 @@ def _(adv, solver):
 
 def _by_ar(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """column per (eps, AR): one column per model."""
-    _need(column in rows.columns, f"no {column} column")
+    need(column in rows.columns, f"no {column} column")
     return rows.pivot_table(index=["eps", "ar"], columns="model", values=column, aggfunc="mean")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pabench.adversarial.records import confidence_groups, load_record
+from pabench.attacks.records import confidence_groups, load_record
 from pabench.core import paths
 from pabench.core.io import read_table
 from pabench.core.paths import Eps

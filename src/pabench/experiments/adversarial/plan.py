@@ -3,7 +3,7 @@ settings each job reads.  Used by the rules (workflow/rules/adversarial.smk) and
 registry; no PyTorch here, so planning the workflow stays fast."""
 from __future__ import annotations
 
-from pabench.adversarial.records import ATTACKS
+from pabench.attacks.records import ATTACKS
 from pabench.core import paths
 from pabench.core.paths import UNBOUNDED, Eps
 from pabench.metrics.settings import PASettings

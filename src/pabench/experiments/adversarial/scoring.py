@@ -1,5 +1,5 @@
 """Scores of the adversarial-ratio datasets (PA paper, Section 4.1; the views are in
-pabench.adversarial.records).  Each view is scored against the clean set by the shared scoring
+pabench.attacks.records).  Each view is scored against the clean set by the shared scoring
 core (PA of both solvers, beta, AFR_T, AFR_P), beside the attack's own numbers.
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pabench.adversarial.records import ar_mask, ar_scores
+from pabench.attacks.records import ar_mask, ar_scores
 from pabench.core.paths import AttackRun
 from pabench.metrics import afr_true
 from pabench.metrics.settings import PASettings

@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import stats
 
 from pabench.experiments.avgcase.tables import speedups
-from pabench.reporting.claims import _f, _need, claim
+from pabench.reporting.claims import fmt, need, claim
 
 SOURCE = "Average-case robustness (Han et al.)"
 MVS_MAX_MAE, MVS_MIN_R = 0.05, 0.9     # "strongly positively correlated with low approximation error"
@@ -26,19 +26,19 @@ PAPER_MMSE_N = 500                     # Section 4.1: MMSE "converged" at n = 50
 
 def _main(errors: pd.DataFrame) -> pd.DataFrame:
     rows = errors[errors.main.astype(bool)]
-    _need(len(rows) > 0, "no errors of the main model")
+    need(len(rows) > 0, "no errors of the main model")
     return rows
 
 
 def _by_estimator(rows: pd.DataFrame, names) -> pd.Series:
     """Mean absolute error against MC averaged over the sigma grid, per estimator."""
     missing = set(names) - set(rows.estimator)
-    _need(not missing, f"no {', '.join(sorted(missing))} estimates")
+    need(not missing, f"no {', '.join(sorted(missing))} estimates")
     return rows[rows.estimator.isin(names)].groupby("estimator").mean_abs_error.mean()
 
 
 def _listing(values: pd.Series) -> str:
-    return ", ".join(f"{k} {_f(v)}" for k, v in values.sort_values().items())
+    return ", ".join(f"{k} {fmt(v)}" for k, v in values.sort_values().items())
 
 
 @claim("avg-mmse-most-accurate", f"{SOURCE}, Section 4.1 and Figure 2a",
@@ -66,14 +66,14 @@ def _(errors):
 def _(errors):
     rows = _main(errors)
     sigmas = sorted(rows.sigma.unique())
-    _need(len(sigmas) > 1, "a single sigma")
+    need(len(sigmas) > 1, "a single sigma")
     found, holds = [], True
     for name in ("mmse", "taylor"):
         e = rows[rows.estimator == name].set_index("sigma").mean_abs_error
-        _need(sigmas[0] in e.index and sigmas[-1] in e.index, f"no {name} estimates at both ends")
+        need(sigmas[0] in e.index and sigmas[-1] in e.index, f"no {name} estimates at both ends")
         holds &= bool(e[sigmas[-1]] > e[sigmas[0]])
-        found.append(f"{name}: {_f(e[sigmas[0]])} at sigma {sigmas[0]:g}, "
-                     f"{_f(e[sigmas[-1]])} at sigma {sigmas[-1]:g}")
+        found.append(f"{name}: {fmt(e[sigmas[0]])} at sigma {sigmas[0]:g}, "
+                     f"{fmt(e[sigmas[-1]])} at sigma {sigmas[-1]:g}")
     return holds, "; ".join(found)
 
 
@@ -86,13 +86,13 @@ def _(errors):
     family = errors[(errors.dataset == main.dataset.iloc[0]) & (errors.arch == main.arch.iloc[0])
                     & (errors.estimator == "mmse")]
     lams = sorted(family.lam.unique())
-    _need(len(lams) > 1, "a single lambda: nothing to compare")
+    need(len(lams) > 1, "a single lambda: nothing to compare")
     sigmas = sorted(family.sigma.unique())
     upper = sigmas[len(sigmas) // 2:]
     err = family[family.sigma.isin(upper)].groupby("lam").mean_abs_error.mean().reindex(lams)
     holds = bool(np.all(np.diff(err.to_numpy()) < 0))
     return holds, (f"sigma {', '.join(f'{s:g}' for s in upper)}: "
-                   + ", ".join(f"lambda {lam:g}: {_f(v)}" for lam, v in err.items()))
+                   + ", ".join(f"lambda {lam:g}: {fmt(v)}" for lam, v in err.items()))
 
 
 @claim("avg-linear-exact", f"{SOURCE}, Section 4.1 (linear models) and Section 3.2",
@@ -101,21 +101,21 @@ def _(errors):
        "at most 0.01 (they are exact up to MC's own sampling error).", "avg_linear")
 def _(linear):
     mmse = linear[(linear.estimator == "mmse") & (linear.n == PAPER_MMSE_N)]
-    _need(len(mmse) > 0, f"no MMSE of the linear models at the paper's n = {PAPER_MMSE_N} "
+    need(len(mmse) > 0, f"no MMSE of the linear models at the paper's n = {PAPER_MMSE_N} "
                          "(avgcase.linear_convergence.n)")
     taylor = linear[linear.estimator == "taylor"]
-    _need(len(taylor) > 0, "no Taylor estimates of the linear models")
+    need(len(taylor) > 0, "no Taylor estimates of the linear models")
     parts, holds = [], True
     for name, rows in (("taylor", taylor), (f"mmse (n = {PAPER_MMSE_N})", mmse)):
         excess = (rows.mean_abs_error - rows.exact_abs_error).to_numpy()
         worst = rows.iloc[int(np.argmax(excess))]
         holds &= bool((excess <= LINEAR_TOLERANCE).all())
-        parts.append(f"{name} {_f(excess.max())} ({worst.dataset}/{worst.model}, "
+        parts.append(f"{name} {fmt(excess.max())} ({worst.dataset}/{worst.model}, "
                      f"sigma {worst.sigma:g})")
     # The noise of MMSE's averaged g shrinks as 1/sqrt(n): its smallest n, for comparison.
     small = linear[(linear.estimator == "mmse") & (linear.n == linear[linear.estimator == "mmse"].n.min())]
     parts.append(f"mmse at n = {int(small.n.iloc[0])}: "
-                 f"{_f((small.mean_abs_error - small.exact_abs_error).max())}")
+                 f"{fmt((small.mean_abs_error - small.exact_abs_error).max())}")
     return holds, (f"largest excess over the exact answer's error: {', '.join(parts)}; "
                    f"{len(mmse)} (model, sigma)")
 
@@ -126,13 +126,13 @@ def _(linear):
        "least 3): Pearson r > 0.9 and mean absolute difference < 0.05.", "avg_mvs")
 def _(mvs):
     spread = mvs[mvs.spread.astype(bool)]
-    _need(len(spread) > 2, f"{len(spread)} points with mvn-cdf in [0.01, 0.99]: fewer than three")
-    _need(spread.mvn_cdf.std() > 0, "mvn-cdf constant over the points: no correlation to measure")
+    need(len(spread) > 2, f"{len(spread)} points with mvn-cdf in [0.01, 0.99]: fewer than three")
+    need(spread.mvn_cdf.std() > 0, "mvn-cdf constant over the points: no correlation to measure")
     r = float(np.corrcoef(spread.mvn_cdf, spread.mv_sigmoid)[0, 1])
     mae = float((spread.mv_sigmoid - spread.mvn_cdf).abs().mean())
     sigmas = ", ".join(f"{s:g}: {n}" for s, n in spread.groupby("sigma").size().items())
     return (r > MVS_MIN_R and mae < MVS_MAX_MAE), (
-        f"r = {_f(r)}, MAE = {_f(mae)} over {len(spread)} of {len(mvs)} points (per sigma {sigmas})")
+        f"r = {fmt(r)}, MAE = {fmt(mae)} over {len(spread)} of {len(mvs)} points (per sigma {sigmas})")
 
 
 @claim("avg-analytical-faster", f"{SOURCE}, Section 4.2 and Table 1",
@@ -143,7 +143,7 @@ def _(mvs):
 def _(runtime):
     t = speedups(runtime)
     t = t[t.estimator.isin(["taylor", "mmse"]) & t.speedup.notna()]
-    _need(set(t.estimator) == {"taylor", "mmse"}, "needs MC, Taylor and MMSE runs on one device")
+    need(set(t.estimator) == {"taylor", "mmse"}, "needs MC, Taylor and MMSE runs on one device")
     return bool((t.speedup >= MIN_SPEEDUP).all()), "; ".join(
         f"{r.model} ({r.device.split(',')[0]}): {r.estimator} (n = {r.n}) {r.speedup:.1f}x"
         for r in t.itertuples())
@@ -178,13 +178,13 @@ def _(points):
 def _class_bias(points: pd.DataFrame):
     """Per model, the smallest Kruskal-Wallis p over the sigmas, times the sigmas tested."""
     mc = points[points.estimator == "mc"]
-    _need(len(mc) > 0, "no MC estimates")
+    need(len(mc) > 0, "no MC estimates")
     found, holds = [], True
     for (dataset, model), d in mc.groupby(["dataset", "model"], sort=False):
         pvalues = {s: _kruskal([g.p.to_numpy() for _, g in e.groupby("label")])
                    for s, e in d.groupby("sigma")}
         pvalues = {s: p for s, p in pvalues.items() if np.isfinite(p)}
-        _need(bool(pvalues), f"{dataset}/{model}: p_robust equal for every point at every sigma")
+        need(bool(pvalues), f"{dataset}/{model}: p_robust equal for every point at every sigma")
         s = min(pvalues, key=pvalues.get)
         adjusted = min(1.0, pvalues[s] * len(pvalues))   # Bonferroni over the sigmas tested
         holds &= bool(adjusted < CLASS_BIAS_P)
@@ -202,13 +202,13 @@ def _(case):
     found, holds = [], True
     for (dataset, model), d in case.groupby(["dataset", "model"], sort=False):
         rows = d.set_index("score")
-        _need({"mmse", "softmax"} <= set(rows.index), f"{dataset}/{model}: needs both scores")
+        need({"mmse", "softmax"} <= set(rows.index), f"{dataset}/{model}: needs both scores")
         acc = rows.test_accuracy
-        _need(bool(np.isfinite(acc[["mmse", "softmax"]]).all()),
+        need(bool(np.isfinite(acc[["mmse", "softmax"]]).all()),
               f"{dataset}/{model}: a pool of {int(rows.pool.iloc[0])} untied images is too small "
               "to train and test on")
         holds &= bool(acc["mmse"] > acc["softmax"])
-        found.append(f"{dataset}/{model}: p_mmse {_f(acc['mmse'])} vs softmax {_f(acc['softmax'])} "
+        found.append(f"{dataset}/{model}: p_mmse {fmt(acc['mmse'])} vs softmax {fmt(acc['softmax'])} "
                      f"(sigma {rows.sigma.iloc[0]:g}, pool {int(rows.pool.iloc[0])} images, "
                      f"{int(rows.n_test.iloc[0])} test; tied: p_mmse "
                      f"{rows.tied_share['mmse']:.0%}, softmax {rows.tied_share['softmax']:.0%})")

@@ -40,7 +40,7 @@ def load_dataset(name: str, split: str, cfg: dict | None = None):
 
         images, labels = fashion_mnist.load(split, root=cfg.get("root"))
         return images[:, None], labels
-    from pabench.adversarial import datasets as adv
+    from pabench.attacks import datasets as adv
 
     if name == "mnist32":
         return adv.mnist32(split)

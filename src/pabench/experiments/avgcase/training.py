@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pabench.adversarial.models import LeNetCNN, _ResidualNet
+from pabench.attacks.models import LeNetCNN, ResidualNet
 from pabench.experiments.avgcase.models import ResNet18, ViT, ViTSize
 
 log = logging.getLogger("pabench.avgcase")
@@ -44,7 +44,7 @@ def build(arch: str, shape: tuple[int, int, int], num_classes: int) -> nn.Module
             raise ValueError(f"{arch} takes 3-channel images, got {channels}")
         w = _width(arch, 64)  # resnet18_w8: stages of 8, 16, 32, 64 channels
         net = (ResNet18(num_classes, channels, w) if arch.startswith("resnet18") else
-               _ResidualNet([(w, 2, 1), (2 * w, 2, 2), (4 * w, 2, 2), (8 * w, 2, 2)], w, num_classes))
+               ResidualNet([(w, 2, 1), (2 * w, 2, 2), (4 * w, 2, 2), (8 * w, 2, 2)], w, num_classes))
         return net.to(memory_format=torch.channels_last)  # 1.5x faster convolutions on CPU
     if arch in VIT_SIZES:
         if height != width:

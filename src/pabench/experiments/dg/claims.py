@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pabench.reporting.claims import SOLVERS, _f, _need, claim
+from pabench.reporting.claims import SOLVERS, fmt, need, claim
 
 def _dg_at(dg: pd.DataFrame, column: str, sr: float = 1.0) -> pd.DataFrame:
     """column at one shift ratio, mean over seeds: index #SF, one column per algorithm."""
-    _need(column in dg.columns, f"no {column} column")
+    need(column in dg.columns, f"no {column} column")
     rows = dg[(dg.shift_ratio - sr).abs() < 1e-9]
-    _need(len(rows) > 0, f"no SR = {sr:g} rows")
+    need(len(rows) > 0, f"no SR = {sr:g} rows")
     return rows.pivot_table(index="n_shift_factors", columns="algorithm", values=column, aggfunc="mean")
 
 
 def _algorithms(table: pd.DataFrame, needed) -> None:
     missing = [a for a in needed if a not in table.columns]
-    _need(not missing, f"no {', '.join(missing)} runs")
+    need(not missing, f"no {', '.join(missing)} runs")
 
 
 @claim("dg-erm-irm-lisa", "PA paper, Section 4.2 and Figure 7",
@@ -26,9 +26,9 @@ def _algorithms(table: pd.DataFrame, needed) -> None:
 def _(dg, solver):
     pa = _dg_at(dg, f"logpa_{solver}")
     _algorithms(pa, ["erm", "irm", "lisa"])
-    _need(5 in pa.index, "no #SF = 5")
+    need(5 in pa.index, "no #SF = 5")
     v = pa.loc[5]
-    return bool(v.erm < v.irm < v.lisa), f"ERM {_f(v.erm)}, IRM {_f(v.irm)}, LISA {_f(v.lisa)}"
+    return bool(v.erm < v.irm < v.lisa), f"ERM {fmt(v.erm)}, IRM {fmt(v.irm)}, LISA {fmt(v.lisa)}"
 
 
 @claim("dg-erm-above-irm-mild", "PA paper, Section 4.2",
@@ -37,16 +37,16 @@ def _(dg, solver):
     pa = _dg_at(dg, f"logpa_{solver}")
     _algorithms(pa, ["erm", "irm"])
     v = pa.loc[1]
-    return bool(v.erm > v.irm), f"ERM {_f(v.erm)}, IRM {_f(v.irm)}"
+    return bool(v.erm > v.irm), f"ERM {fmt(v.erm)}, IRM {fmt(v.irm)}"
 
 
 @claim("dg-accuracy-falls", "PA paper, Section 4.2",
        "AFR_T at SR = 1 is lower at #SF = 5 than at #SF = 1, for every algorithm.", "dg")
 def _(dg):
     afr = _dg_at(dg, "afr_true")
-    _need({1, 5} <= set(afr.index), "needs #SF = 1 and 5")
+    need({1, 5} <= set(afr.index), "needs #SF = 1 and 5")
     return bool((afr.loc[5] < afr.loc[1]).all()), ", ".join(
-        f"{a}: {_f(afr.loc[1, a])} -> {_f(afr.loc[5, a])}" for a in afr.columns)
+        f"{a}: {fmt(afr.loc[1, a])} -> {fmt(afr.loc[5, a])}" for a in afr.columns)
 
 
 @claim("dg-pa-stable-at-5", "PA paper, Section 4.2",
@@ -54,9 +54,9 @@ def _(dg):
        "of |PA at #SF = 4| (or rises), for every algorithm.", "dg", solvers=SOLVERS)
 def _(dg, solver):
     pa = _dg_at(dg, f"logpa_{solver}")
-    _need({4, 5} <= set(pa.index), "needs #SF = 4 and 5")
+    need({4, 5} <= set(pa.index), "needs #SF = 4 and 5")
     ok = pa.loc[5] >= pa.loc[4] - 0.05 * pa.loc[4].abs()
-    return bool(ok.all()), ", ".join(f"{a}: {_f(pa.loc[4, a])} -> {_f(pa.loc[5, a])}" for a in pa.columns)
+    return bool(ok.all()), ", ".join(f"{a}: {fmt(pa.loc[4, a])} -> {fmt(pa.loc[5, a])}" for a in pa.columns)
 
 
 @claim("dg-lisa-highest-beta", "PA paper, Figure 8 (right)",
@@ -65,9 +65,9 @@ def _(dg, solver):
 def _(dg, solver):
     beta = _dg_at(dg, f"beta_{solver}")
     _algorithms(beta, ["lisa"])
-    _need(len(beta.columns) > 1 and 5 in beta.index, "needs another algorithm and #SF = 5")
+    need(len(beta.columns) > 1 and 5 in beta.index, "needs another algorithm and #SF = 5")
     v = beta.loc[5]
-    return v.idxmax() == "lisa", ", ".join(f"{a} {_f(b)}" for a, b in v.items())
+    return v.idxmax() == "lisa", ", ".join(f"{a} {fmt(b)}" for a, b in v.items())
 
 
 @claim("dg-lisa-most-confident", "PA paper, Section 4.2 and Figure 8",
@@ -75,7 +75,7 @@ def _(dg, solver):
        "softmax) is the highest on env0 and on every env k, #SF = 1..5.", "dg")
 def _(dg):
     rows = dg[(dg.shift_ratio - 1.0).abs() < 1e-9]
-    _need(len(rows) > 0 and "confidence" in rows.columns, "no confidence at SR = 1")
+    need(len(rows) > 0 and "confidence" in rows.columns, "no confidence at SR = 1")
     conf = rows.pivot_table(index="n_shift_factors", columns="algorithm", values="confidence", aggfunc="mean")
     env0 = rows.pivot_table(index="n_shift_factors", columns="algorithm", values="confidence_env0",
                             aggfunc="mean").mean()
@@ -86,7 +86,7 @@ def _(dg):
     summary = (f"LISA the most confident in {sum(r == 1 for r in ranks.values())} and the least "
                f"in {sum(r == n for r in ranks.values())} of {len(panels)}")
     return all(r == 1 for r in ranks.values()), summary + ": " + "; ".join(
-        f"{name}: " + ", ".join(f"{a.upper()} {_f(v[a])}" for a in v.sort_values(ascending=False).index)
+        f"{name}: " + ", ".join(f"{a.upper()} {fmt(v[a])}" for a in v.sort_values(ascending=False).index)
         for name, v in panels.items())
 
 
@@ -96,12 +96,12 @@ def _(dg):
        "seeds (Figure 7's error bars do not overlap).", "dg", solvers=SOLVERS,
        unseeded="separation is judged against the spread over seeds (Figure 7's error bars)")
 def _(dg, solver):
-    _need(f"logpa_{solver}" in dg.columns, f"no logpa_{solver} column")
+    need(f"logpa_{solver}" in dg.columns, f"no logpa_{solver} column")
     stats = dg.groupby(["shift_ratio", "n_shift_factors", "algorithm"])[f"logpa_{solver}"].agg(["mean", "std", "count"])
-    _need(len(stats) > 0, "no PA rows")
-    _need(bool((stats["count"] >= 2).all()), "needs at least 2 seeds of every algorithm for a spread")
+    need(len(stats) > 0, "no PA rows")
+    need(bool((stats["count"] >= 2).all()), "needs at least 2 seeds of every algorithm for a spread")
     algorithms = sorted(set(stats.index.get_level_values("algorithm")))
-    _need(len(algorithms) > 1, "a single algorithm: nothing to separate")
+    need(len(algorithms) > 1, "a single algorithm: nothing to separate")
     apart, overlapping = {}, []
     for (sr, k), g in stats.groupby(level=["shift_ratio", "n_shift_factors"]):
         g = g.droplevel([0, 1])
@@ -131,10 +131,10 @@ def _delta(ms: pd.DataFrame, solver: str) -> pd.Series:
     env): the mean over the seeds where both criteria chose an epoch, NaN where none did."""
     if "validation" in ms.columns:
         ms = ms[ms.validation == TABLE1_VALIDATION]
-        _need(len(ms) > 0, f"no selection on the {TABLE1_VALIDATION} validation split")
+        need(len(ms) > 0, f"no selection on the {TABLE1_VALIDATION} validation split")
     if "solver" in ms.columns:
         ms = ms[ms.solver == solver]
-        _need(len(ms) > 0, f"no selection by PA ({solver})")
+        need(len(ms) > 0, f"no selection by PA ({solver})")
     d = ms.assign(delta=ms.acc_best_pa - ms.acc_best_acc)
     return d.groupby(["setting", "algorithm", "env"]).delta.mean()
 
@@ -150,7 +150,7 @@ def _no_preference(d: pd.Series) -> str:
        solvers=SOLVERS)
 def _(ms, solver):
     d = _delta(ms, solver)
-    _need(bool(d.notna().any()), f"no cell where both criteria chose an epoch (of {len(d)})")
+    need(bool(d.notna().any()), f"no cell where both criteria chose an epoch (of {len(d)})")
     up, down = int((d > 1e-12).sum()), int((d < -1e-12).sum())
     equal = int(d.notna().sum()) - up - down
     return up > down, f"higher in {up}, lower in {down}, equal in {equal}{_no_preference(d)} of {len(d)} cells"
@@ -163,11 +163,11 @@ def _(ms, solver):
 def _(ms, solver):
     d = _delta(ms, solver).reset_index()
     d = d[d.setting.isin(["1-CGO", "3-CGO"])]
-    _need(len(d) > 0, "no 1-CGO / 3-CGO runs")
+    need(len(d) > 0, "no 1-CGO / 3-CGO runs")
     compared = d.delta.dropna()
-    _need(len(compared) > 0, f"no 1-CGO / 3-CGO cell where both criteria chose an epoch (of {len(d)})")
+    need(len(compared) > 0, f"no 1-CGO / 3-CGO cell where both criteria chose an epoch (of {len(d)})")
     mean = float(compared.mean())
-    return mean > 0, f"mean difference {_f(100 * mean)} points over {len(compared)} cells{_no_preference(d.delta)}"
+    return mean > 0, f"mean difference {fmt(100 * mean)} points over {len(compared)} cells{_no_preference(d.delta)}"
 
 
 @claim("ms-irm-benefits-more", "PA paper, Section 4.2 (Model Selection)",
@@ -177,7 +177,7 @@ def _(ms, solver):
 def _(ms, solver):
     d = _delta(ms, solver)
     means = d.groupby(level="algorithm").mean()  # NaN cells (no preference) left out
-    _need({"erm", "irm"} <= set(means.dropna().index),
+    need({"erm", "irm"} <= set(means.dropna().index),
           "needs ERM and IRM cells where both criteria chose an epoch")
-    return bool(means["irm"] > means["erm"]), (f"IRM {_f(100 * means['irm'])}, ERM {_f(100 * means['erm'])} "
+    return bool(means["irm"] > means["erm"]), (f"IRM {fmt(100 * means['irm'])}, ERM {fmt(100 * means['erm'])} "
                                                f"points{_no_preference(d)}")

@@ -57,7 +57,7 @@ def fig8(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     corrupted images), y = x; the title gives the mean and SD over the models of the gap."""
     data = mm5_vs_aa(read_tables(inputs["attacks"]))
     fig, ax = plt.subplots(figsize=(4.0, 4.0))
-    lo, hi = F._square_limits(ax, pd.concat([data.aa, data.mm5]))
+    lo, hi = F.square_limits(ax, pd.concat([data.aa, data.mm5]))
     ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
     parts = []
     for (name, d), (marker, color) in zip(data.groupby("set", sort=False),
@@ -83,7 +83,7 @@ def fig13(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOT
     """R^2 of the fits whose ID and OOD metrics differ, AT models, per dataset shift and
     aggregate: ID accuracy -> OOD robustness (acc-rob) and ID robustness -> OOD accuracy
     (rob-acc); the title gives the ID trade-off (R^2 and slope of ID robustness on ID accuracy)."""
-    shifts, meta = F._read(inputs, meta)
+    shifts, meta = F.read_kept_shifts(inputs, meta)
     f = _dataset(A.fits(shifts, pairs=MISALIGNED, groups=("AT",), min_total=min_total))
     order = A.target_order(f)
     matrix = np.array([[f[(f.pair == p) & (f.target == t)].r2.iloc[0]
@@ -96,11 +96,11 @@ def fig13(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOT
     n = int(f.models.iloc[0]) if len(f) else 0
     fig, ax = plt.subplots(figsize=(max(6.0, 0.34 * len(order) + 2.5), 2.2))
     if order:
-        F._heatmap(ax, matrix, [f"AT {p} (n = {n})" for p in MISALIGNED], order)
+        F.heatmap(ax, matrix, [f"AT {p} (n = {n})" for p in MISALIGNED], order)
     else:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **F.NO_DATA)
     ax.set_title("R^2 when ID and OOD metrics misalign, dataset shifts (grey: undefined); ID "
-                 f"robustness on ID accuracy: slope {trade['slope']:.2f}, R^2 {F._r2(trade['r2'])}",
+                 f"robustness on ID accuracy: slope {trade['slope']:.2f}, R^2 {F.format_r2(trade['r2'])}",
                  fontsize=8)
     fig.tight_layout()
     data = f.reset_index(drop=True).assign(id_tradeoff_slope=trade["slope"],
@@ -142,7 +142,7 @@ def r2_thresholds(inputs: dict, outputs, meta: dict, family: str = "dataset",
     (analysis.threshold_fits): one heatmap per pair of metrics (dataset shifts: acc-acc and
     rob-rob, Figures 16 and 17; threat shifts: rob-rob, Figure 18), rows the zoos (All, >= each
     threshold, NC: no model of ours) with the models each keeps, columns the shifts."""
-    shifts, meta = F._read(inputs, meta)
+    shifts, meta = F.read_kept_shifts(inputs, meta)
     pairs = ("acc-acc", "rob-rob") if family == "dataset" else ("rob-rob",)
     data = _family(family)(A.threshold_fits(shifts, thresholds, pairs)).reset_index(drop=True)
     order = A.target_order(data)
@@ -156,7 +156,7 @@ def r2_thresholds(inputs: dict, outputs, meta: dict, family: str = "dataset",
         matrix = np.array([[d.get((z, t), np.nan) for t in order] for z in zoos]
                           ).reshape(len(zoos), len(order))
         if order:
-            F._heatmap(ax, matrix, [f"{z} (n = {sizes[z]})" for z in zoos], order)
+            F.heatmap(ax, matrix, [f"{z} (n = {sizes[z]})" for z in zoos], order)
         else:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **F.NO_DATA)
         ax.set_title(f"R^2 of {pair}, AT models, as models with ID accuracy + robustness below\n"
@@ -174,7 +174,7 @@ def fit_scatter(inputs: dict, outputs, meta: dict, family: str = "dataset",
     of the family, ID against OOD accuracy (acc-acc) above ID against OOD robustness (rob-rob;
     threat shifts: robustness only, Figure 28), markers by training method (hollow: left out of
     the fit by the 110 filter), the fitted line with its R^2, y = x."""
-    shifts, meta = F._read(inputs, meta)
+    shifts, meta = F.read_kept_shifts(inputs, meta)
     pairs = ("acc-acc", "rob-rob") if family == "dataset" else ("rob-rob",)
     lines = _family(family)(A.fits(shifts, pairs=pairs, groups=("AT",), min_total=min_total))
     t = A.in_group(A.targets(shifts), "AT")
@@ -194,13 +194,13 @@ def fit_scatter(inputs: dict, outputs, meta: dict, family: str = "dataset",
             d = t[t.target == target][["model", "method", x_col, y_col]].dropna()
             d = d.rename(columns={x_col: "id", y_col: "ood"})
             line = lines[(lines.target == target) & (lines.pair == pair)].iloc[0]
-            lo, hi = F._square_limits(ax, pd.concat([d.id, d.ood]))
+            lo, hi = F.square_limits(ax, pd.concat([d.id, d.ood]))
             ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.6)
-            F._line(ax, line, lo, hi)
-            F._scatter_methods(ax, d, "id", "ood", legend=k == 0 and j == 0,
+            F.draw_line(ax, line, lo, hi)
+            F.scatter_methods(ax, d, "id", "ood", legend=k == 0 and j == 0,
                                fitted=d.model.isin(kept))
             metric = "acc" if pair == "acc-acc" else "rob"
-            ax.set_title(f"{A.label(target)} {metric}: R^2 {F._r2(line.r2)}", fontsize=6)
+            ax.set_title(f"{A.label(target)} {metric}: R^2 {F.format_r2(line.r2)}", fontsize=6)
             ax.tick_params(labelsize=5)
             rows.append(d.assign(target=target, pair=pair, in_fit=d.model.isin(kept),
                                  slope=line.slope, intercept=line.intercept, r2=line.r2,

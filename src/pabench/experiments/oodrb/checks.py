@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pabench.adversarial.published import CATALOGUE
+from pabench.attacks.published import CATALOGUE
 from pabench.core.config import checks
 from pabench.experiments.oodrb import plan
 
@@ -37,13 +37,13 @@ def oodrb(config: dict) -> list[str]:
 
 def _schema_errors(config: dict) -> list[str]:
     """The schema's errors of a merged setup's oodrb block."""
-    from pabench.core.config import _describe, _validator
+    from pabench.core.config import describe_error, schema_validator
 
     if not SCHEMA.is_file():   # an installed package without the workflow: the workflow checks
         return []
     o = {k: v for k, v in config["oodrb"].items() if k != "setup"}
-    found = _validator(str(SCHEMA)).iter_errors({**config, "oodrb": o})
-    return [_describe(e) for e in found if list(e.absolute_path)[:1] == ["oodrb"]]
+    found = schema_validator(str(SCHEMA)).iter_errors({**config, "oodrb": o})
+    return [describe_error(e) for e in found if list(e.absolute_path)[:1] == ["oodrb"]]
 
 
 def _shared_data(config: dict) -> list[str]:
@@ -116,7 +116,7 @@ def setup_errors(config: dict) -> list[str]:
         key = f"oodrb.zoo.models[{i}] ({m['name']})"
         if m["published"] not in CATALOGUE:
             errors.append(f"{key}.published: {m['published']!r} is not in the catalogue "
-                          f"(pabench.adversarial.published: {', '.join(CATALOGUE)})")
+                          f"(pabench.attacks.published: {', '.join(CATALOGUE)})")
         extra = sorted(set(m) - {"name", "published"})
         if extra:
             errors.append(f"{key}: a published model is downloaded, not trained: it takes only "

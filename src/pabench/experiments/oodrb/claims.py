@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from pabench.experiments.oodrb import analysis as A
-from pabench.reporting.claims import _f, _need, claim
+from pabench.reporting.claims import fmt, need, claim
 
 SOURCE = "OODRobustBench (Li et al.)"
 MIN_MODELS = 3          # fewer models than this: no correlation, fit or ranking to read
@@ -52,9 +52,9 @@ def _at(shifts: pd.DataFrame) -> pd.DataFrame:
 
 def _fit_row(f: pd.DataFrame, target: str, group: str, pair: str) -> pd.Series:
     rows = f[(f.target == target) & (f.group == group) & (f.pair == pair)]
-    _need(len(rows) > 0, f"no {group} {pair} fit for {target}")
+    need(len(rows) > 0, f"no {group} {pair} fit for {target}")
     row = rows.iloc[0]
-    _need(row.n >= MIN_MODELS, f"{group} {pair} fit for {target} on {row.n} models "
+    need(row.n >= MIN_MODELS, f"{group} {pair} fit for {target} on {row.n} models "
                                f"(needs {MIN_MODELS})")
     return row
 
@@ -66,7 +66,7 @@ def _fit_text(row: pd.Series) -> str:
 
 
 def _r2_of(row: pd.Series, what: str) -> float:
-    _need(np.isfinite(row.r2), f"R^2 of {what} undefined (a constant side)")
+    need(np.isfinite(row.r2), f"R^2 of {what} undefined (a constant side)")
     return float(row.r2)
 
 
@@ -78,7 +78,7 @@ def _r2_of(row: pd.Series, what: str) -> float:
 def _(shifts):
     at = _at(shifts)
     d = at[["oodd_clean_rob", "oodd_rob"]].dropna()
-    _need(len(d) > 0, "no adversarially trained model with ID and OOD_d robustness")
+    need(len(d) > 0, "no adversarially trained model with ID and OOD_d robustness")
     gap = float((d.oodd_clean_rob - d.oodd_rob).mean())
     basis = ", ".join(sorted(set(at.loc[d.index, "oodd_basis"])))
     return gap > 0, (f"mean clean - OOD_d robustness {gap:.1f} points over {len(d)} AT models "
@@ -92,7 +92,7 @@ def _(shifts):
        "(paper: 18 points on CIFAR-10 L-inf).", "oodrb_shifts", unseeded=ZOO)
 def _(shifts):
     d = _at(shifts)[["id_rob", "oodt_rob"]].dropna()
-    _need(len(d) > 0, "no adversarially trained model with ID and threat-shift robustness")
+    need(len(d) > 0, "no adversarially trained model with ID and threat-shift robustness")
     gap = float((d.id_rob - d.oodt_rob).mean())
     threats = ", ".join(A.threat_kinds(shifts))
     return gap > 0, (f"mean ID - OOD_t robustness {gap:.1f} points over {len(d)} AT models "
@@ -106,10 +106,10 @@ def _(shifts):
        "in the dataset-shift claim) is above 0.", "oodrb_shifts", unseeded=ZOO)
 def _(shifts):
     d = _at(shifts)[["id_rob", "deg_rob"]].dropna()
-    _need(len(d) >= MIN_MODELS, f"{len(d)} AT models with ID and OOD robustness (needs {MIN_MODELS})")
-    _need(d.id_rob.nunique() > 1 and d.deg_rob.nunique() > 1, "a constant side: no ranking")
+    need(len(d) >= MIN_MODELS, f"{len(d)} AT models with ID and OOD robustness (needs {MIN_MODELS})")
+    need(d.id_rob.nunique() > 1 and d.deg_rob.nunique() > 1, "a constant side: no ranking")
     rho = stats.spearmanr(d.id_rob, d.deg_rob)
-    return bool(rho.statistic > 0), (f"Spearman rho = {_f(rho.statistic)} (p = {rho.pvalue:.2g}) "
+    return bool(rho.statistic > 0), (f"Spearman rho = {fmt(rho.statistic)} (p = {rho.pvalue:.2g}) "
                                      f"over {len(d)} AT models; degradation {d.deg_rob.min():.1f} "
                                      f"to {d.deg_rob.max():.1f} points")
 
@@ -134,14 +134,14 @@ def _(shifts):
 def _(shifts):
     f = A.fits(shifts, pairs=("acc-acc",), groups=("ST", "AT"))
     c = f[(f.family == "corruption") & ~f["aggregate"].astype(bool)]
-    _need(len(c) > 0, "no corruption shift")
+    need(len(c) > 0, "no corruption shift")
     medians, found = {}, []
     for group in ("ST", "AT"):
         g = c[c.group == group]
-        _need(len(g) > 0 and g.n.max() >= MIN_MODELS,
+        need(len(g) > 0 and g.n.max() >= MIN_MODELS,
               f"fewer than {MIN_MODELS} {group} models with corruption accuracy")
         r2 = g.r2.dropna()
-        _need(len(r2) > 0, f"R^2 undefined for every corruption ({group} models)")
+        need(len(r2) > 0, f"R^2 undefined for every corruption ({group} models)")
         medians[group] = float(r2.median())
         found.append(f"{group}: median R^2 {medians[group]:.3f} over {len(r2)} corruptions "
                      f"(n = {int(g.n.max())})")
@@ -160,7 +160,7 @@ def _threat_r2(shifts: pd.DataFrame, names) -> dict:
        "(\"higher than 0.7 across all assessed set-ups\").", "oodrb_shifts", unseeded=ZOO)
 def _(shifts):
     lp = [n for n, k in A.threat_kinds(shifts).items() if k == "L-p"]
-    _need(bool(lp), "no L-p threat shift")
+    need(bool(lp), "no L-p threat shift")
     r2 = _threat_r2(shifts, lp)
     return all(v > R2_LP_THREAT for v in r2.values()), ", ".join(
         f"{n}: R^2 = {v:.3f}" for n, v in r2.items()) + " (AT models)"
@@ -173,8 +173,8 @@ def _(shifts):
 def _(shifts):
     lp = [n for n, k in A.threat_kinds(shifts).items() if k == "L-p"]
     stadv = A.attack_of(shifts, "stadv")
-    _need(bool(stadv), "no StAdv threat shift")
-    _need(bool(lp), "no L-p threat shift")
+    need(bool(stadv), "no StAdv threat shift")
+    need(bool(lp), "no L-p threat shift")
     r2 = _threat_r2(shifts, stadv + lp)
     worst_lp = min(r2[n] for n in lp)
     return all(r2[s] < worst_lp for s in stadv), ", ".join(
@@ -188,10 +188,10 @@ def _(shifts):
 def _(shifts):
     f = A.fits(shifts, pairs=("rob-rob",), groups=("AT",))
     row = _fit_row(f, "OOD_d", "AT", "rob-rob")
-    _need(np.isfinite(row.slope), "no line: ID robustness is the same for every AT model")
+    need(np.isfinite(row.slope), "no line: ID robustness is the same for every AT model")
     limit = float(row.slope * 100 + row.intercept)
     return limit < UPPER_LIMIT, (f"upper limit {limit:.1f}% (slope {row.slope:.3f}, intercept "
-                                 f"{row.intercept:.1f}, R^2 {_f(row.r2)}; {_fit_text(row)})")
+                                 f"{row.intercept:.1f}, R^2 {fmt(row.r2)}; {_fit_text(row)})")
 
 
 @claim("oodrb-robustness-converts-worse", f"{SOURCE}, Section 5 and Figure 15",
@@ -202,9 +202,9 @@ def _(shifts):
     f = A.fits(shifts, pairs=("acc-acc", "rob-rob"), groups=("AT",))
     rob = _fit_row(f, "OOD_d", "AT", "rob-rob")
     acc = _fit_row(f, "OOD_d", "AT", "acc-acc")
-    _need(np.isfinite(rob.slope) and np.isfinite(acc.slope), "a constant ID side: no slope")
-    return bool(rob.slope < acc.slope), (f"slope robustness {rob.slope:.3f} (R^2 {_f(rob.r2)}), "
-                                         f"accuracy {acc.slope:.3f} (R^2 {_f(acc.r2)}); "
+    need(np.isfinite(rob.slope) and np.isfinite(acc.slope), "a constant ID side: no slope")
+    return bool(rob.slope < acc.slope), (f"slope robustness {rob.slope:.3f} (R^2 {fmt(rob.r2)}), "
+                                         f"accuracy {acc.slope:.3f} (R^2 {fmt(acc.r2)}); "
                                          f"{_fit_text(rob)}")
 
 
@@ -215,16 +215,16 @@ def _(shifts):
        "oodrb_attacks", "oodrb_attack_images", unseeded=ZOO)
 def _(attacks, images):
     s = A.attack_summary(attacks, images=images).set_index("attack")
-    _need({"aa", "mm5"} <= set(s.index), "needs AutoAttack and MM5 runs")
+    need({"aa", "mm5"} <= set(s.index), "needs AutoAttack and MM5 runs")
     mm5, aa = s.loc["mm5"], s.loc["aa"]
-    _need(mm5.gap_models > 0, "no model ran both AutoAttack and MM5")
-    _need(np.isfinite(mm5.grad_evals_id) and np.isfinite(aa.grad_evals_id),
+    need(mm5.gap_models > 0, "no model ran both AutoAttack and MM5")
+    need(np.isfinite(mm5.grad_evals_id) and np.isfinite(aa.grad_evals_id),
           "no gradient evaluation counts")
     holds = abs(mm5.gap_id) <= MM5_AA_MAX_GAP + 1e-9 and mm5.grad_evals_id < aa.grad_evals_id
-    text = f"MM5 - AA: ID {mm5.gap_id:+.2f} (SE {_f(mm5.se_id)}) points"
+    text = f"MM5 - AA: ID {mm5.gap_id:+.2f} (SE {fmt(mm5.se_id)}) points"
     if np.isfinite(mm5.gap_ood):
         holds = holds and abs(mm5.gap_ood) <= MM5_AA_MAX_GAP + 1e-9  # percent differences of floats
-        text += f", corrupted {mm5.gap_ood:+.2f} (SE {_f(mm5.se_ood)}) points"
+        text += f", corrupted {mm5.gap_ood:+.2f} (SE {fmt(mm5.se_ood)}) points"
     return bool(holds), (f"{text} over {int(mm5.gap_models)} models x {mm5.n_id:.0f} ID images; "
                          f"AutoAttack {aa.setting}; gradient evaluations per ID image: MM5 "
                          f"{mm5.grad_evals_id:.0f}, AA {aa.grad_evals_id:.0f}")
@@ -239,14 +239,14 @@ def _(attacks, images):
        "oodrb_predictions", "oodrb_shifts", unseeded=ZOO)
 def _(predictions, shifts):
     at = [m for m in A.models_of(shifts).query("adversarial").model if m in set(predictions.model)]
-    _need(len(at) >= MIN_MODELS, f"{len(at)} AT models with predictions (needs {MIN_MODELS})")
+    need(len(at) >= MIN_MODELS, f"{len(at)} AT models with predictions (needs {MIN_MODELS})")
     sets = A.ood_sets(predictions)
-    _need(bool(sets), "no OOD set in the predictions")
+    need(bool(sets), "no OOD set in the predictions")
     found, holds = [], True
     for shift in sets:
         pairs = A.agreement(predictions, shift, at)
         r2 = float(pairs.fit_r2.iloc[0]) if len(pairs) else np.nan
-        _need(np.isfinite(r2), f"{shift}: R^2 undefined (agreement constant over the pairs)")
+        need(np.isfinite(r2), f"{shift}: R^2 undefined (agreement constant over the pairs)")
         holds &= r2 >= R2_AGREEMENT
         found.append(f"{shift}: R^2 = {r2:.3f}, slope {pairs.fit_slope.iloc[0]:.3f}")
     return bool(holds), "; ".join(found) + f" ({len(at)} AT models, {len(pairs)} pairs)"

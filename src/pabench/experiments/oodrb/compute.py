@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pabench.adversarial import datasets as adv_data
-from pabench.adversarial.mm5 import mm_attack
-from pabench.adversarial import robustbench
-from pabench.adversarial.models import load_zoo_model, save_zoo_model
-from pabench.adversarial.training import ZooSettings, as_float, train_zoo
+from pabench.attacks import datasets as adv_data
+from pabench.attacks.mm5 import mm_attack
+from pabench.attacks import robustbench
+from pabench.attacks.models import load_zoo_model, save_zoo_model
+from pabench.attacks.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb import plan
 from pabench.reporting import degenerate
 
@@ -393,7 +393,7 @@ def threats(config: dict, name: str, model, data: dict, pa, device,
     attacks (PPGD and LPA bounded by the LPIPS network of oodrb.lpips, loaded once).  On a subset,
     each row also carries the clean accuracy and robustness of exactly those images, from the ID
     split's per-image `flags` (`id_flags`), as a corrupted row does (`matched_clean`)."""
-    from pabench.adversarial.perceptual import load_lpips
+    from pabench.attacks.perceptual import load_lpips
 
     o, spec = config["oodrb"], plan.zoo(config).get(name, {})
     keep = threat_source(o, len(data["test_y"]))
@@ -430,8 +430,8 @@ def threat_attack(t: dict, model, x: np.ndarray, y: np.ndarray, o: dict, device,
     per target and `restarts` where it gives them); StAdv and ReColor take
     lr_scale x the reference's Adam step relative to their bound (threats.reference_lr); PPGD
     and LPA need the LPIPS network."""
-    from pabench.adversarial.perceptual import lpa_attack, ppgd_attack
-    from pabench.adversarial import threats as th
+    from pabench.attacks.perceptual import lpa_attack, ppgd_attack
+    from pabench.attacks import threats as th
 
     xf = as_float(torch.from_numpy(x).to(device))
     yt = torch.from_numpy(y).long().to(device)
@@ -470,7 +470,7 @@ def _mm_restarts(t: dict, model, x, y, xf, yt, o: dict, device):
 
 
 # ------------------------------------------------------------------ Table 3: the attacks compared
-class _Counter:
+class PassCounter:
     """Counts, on a model, the images in every backward pass that reaches the input (gradient
     evaluations) and in every forward pass, by hooks: one count for every attack alike."""
 
@@ -570,7 +570,7 @@ def attacks(config: dict, name: str, model, data: dict, shift_files: dict, devic
         y = torch.from_numpy(labels).long().to(device)
         flags = {}
         for attack in ("pgd", "cw", "aa", "mm5"):
-            counter, start = _Counter(model), time.perf_counter()
+            counter, start = PassCounter(model), time.perf_counter()
             try:
                 if attack in ("pgd", "cw"):
                     robust = pgd(model, x, y, eps, t3[attack]["steps"],

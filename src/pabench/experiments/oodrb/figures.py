@@ -38,7 +38,7 @@ def _methods(frame: pd.DataFrame) -> list[str]:
     return known + [m for m in dict.fromkeys(frame.method) if m not in METHOD_STYLE]
 
 
-def _scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool,
+def scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool,
                      fitted: pd.Series | None = None) -> None:
     """One marker style per training method; with `fitted` (a mask over `frame`), the models the
     line was not fitted on are drawn hollow."""
@@ -56,7 +56,7 @@ def _scatter_methods(ax, frame: pd.DataFrame, x: str, y: str, legend: bool,
                 label = None
 
 
-def _square_limits(ax, values) -> tuple[float, float]:
+def square_limits(ax, values) -> tuple[float, float]:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     lo, hi = (0.0, 100.0) if not len(v) else (float(v.min()), float(v.max()))
@@ -67,13 +67,13 @@ def _square_limits(ax, values) -> tuple[float, float]:
     return lo, hi
 
 
-def _line(ax, line: dict, lo: float, hi: float, color="C0", label=None) -> None:
+def draw_line(ax, line: dict, lo: float, hi: float, color="C0", label=None) -> None:
     if np.isfinite(line["slope"]):
         xs = np.array([lo, hi])
         ax.plot(xs, line["slope"] * xs + line["intercept"], color=color, lw=1.2, label=label)
 
 
-def _r2(value) -> str:
+def format_r2(value) -> str:
     return "n/a" if not np.isfinite(value) else f"{value:.2f}"
 
 
@@ -83,7 +83,7 @@ def _ticks(ax, names, rotation=90) -> None:
 
 
 # ------------------------------------------------------------------ Figure 1
-def _read(inputs: dict, meta: dict) -> tuple[pd.DataFrame, dict]:
+def read_kept_shifts(inputs: dict, meta: dict) -> tuple[pd.DataFrame, dict]:
     """The shifts table without degenerate models, and meta whose caption says how many were
     left out (pabench.reporting.degenerate)."""
     every = read_shifts(inputs, keep_degenerate=True)
@@ -98,7 +98,7 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
     """ID against OOD robustness, one panel per shift family: corruptions (R_c), natural shifts
     (R_n), L-p threats and non-L-p threats (each the mean over the family's shifts per model);
     markers by training method, the line fitted on the AT models (the 110 filter), y = x."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     agg = A.aggregate(shifts)
     ps = A.per_shift(shifts, agg)
     kinds = A.threat_kinds(shifts)
@@ -122,12 +122,12 @@ def fig1(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
             ax.set(xlabel="ID robustness (%)")
             continue
         line = A.fit(d[d.model.isin(kept)].id_rob, d[d.model.isin(kept)].ood_rob)
-        lo, hi = _square_limits(ax, pd.concat([d.id_rob, d.ood_rob]))
+        lo, hi = square_limits(ax, pd.concat([d.id_rob, d.ood_rob]))
         ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
-        _line(ax, line, lo, hi, label="fit (AT models)")
-        _scatter_methods(ax, d, "id_rob", "ood_rob", legend=True, fitted=d.model.isin(kept))
+        draw_line(ax, line, lo, hi, label="fit (AT models)")
+        scatter_methods(ax, d, "id_rob", "ood_rob", legend=True, fitted=d.model.isin(kept))
         shown = ", ".join(A.label(n) for n in names) if len(names) <= 4 else f"{len(names)} shifts"
-        ax.set_title(f"{title}\n{shown}; R^2 = {_r2(line['r2'])} (n = {line['n']}; hollow: not "
+        ax.set_title(f"{title}\n{shown}; R^2 = {format_r2(line['r2'])} (n = {line['n']}; hollow: not "
                      "fitted)", fontsize=7)
         ax.set(xlabel="ID robustness (%)", aspect="equal")
         rows.append(d.assign(panel=title, shifts=";".join(names), in_fit=d.model.isin(kept),
@@ -163,7 +163,7 @@ def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
     """Degradation (the shift's clean ID side - OOD, see analysis) of accuracy (top) and
     robustness (bottom), percentage points, per shift and aggregate: box plots over the group's
     models (quartiles, whiskers 1.5 IQR)."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     t = A.targets(shifts)
     t = A.in_group(t, group)
     order = A.target_order(t)
@@ -199,7 +199,7 @@ def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
 DATASET_SETUPS = (("ST", "acc-acc"), ("AT", "acc-acc"), ("AT", "rob-rob"))
 
 
-def _heatmap(ax, matrix: np.ndarray, rows, cols) -> None:
+def heatmap(ax, matrix: np.ndarray, rows, cols) -> None:
     cmap = plt.get_cmap("viridis").with_extremes(bad="0.9")
     image = ax.imshow(np.ma.masked_invalid(matrix), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for (i, j), v in np.ndenumerate(matrix):
@@ -215,7 +215,7 @@ def _heatmap(ax, matrix: np.ndarray, rows, cols) -> None:
 def fig3(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
     """R^2 of the linear fits ID -> OOD under every dataset shift and aggregate: ST and AT
     models' accuracy (acc-acc) and AT models' robustness (rob-rob)."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     f = A.fits(shifts, pairs=("acc-acc", "rob-rob"), min_total=min_total)
     f = f[f.family != "threat"]
     data = pd.concat([f[(f.group == g) & (f.pair == p)] for g, p in DATASET_SETUPS],
@@ -231,7 +231,7 @@ def fig3(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
                 matrix[i, j] = d.loc[name, "r2"]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.34 * len(order) + 2.5), 2.6))
     if order:
-        _heatmap(ax, matrix, rows, order)
+        heatmap(ax, matrix, rows, order)
     else:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **NO_DATA)
     ax.set_title("R^2 of the linear fit ID -> OOD under dataset shifts (grey: undefined)", fontsize=8)
@@ -245,7 +245,7 @@ def fig4(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
          reference: float = 0.7) -> pd.DataFrame:
     """R^2 of the fits ID robustness -> robustness under each threat shift (and OOD_t), AT
     models; the dashed line at `reference` (the paper: L-p shifts "higher than 0.7")."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     kinds = A.threat_kinds(shifts)
     f = A.fits(shifts, pairs=("rob-rob",), groups=("AT",), min_total=min_total)
     data = f[f.family == "threat"].reset_index(drop=True)
@@ -257,7 +257,7 @@ def fig4(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTA
     values = data.r2.fillna(0).to_numpy()
     ax.bar(np.arange(len(data)), values, color=colors, alpha=0.8)
     for k, v in enumerate(data.r2):
-        ax.text(k, (0 if not np.isfinite(v) else v) + 0.02, _r2(v), ha="center", fontsize=7)
+        ax.text(k, (0 if not np.isfinite(v) else v) + 0.02, format_r2(v), ha="center", fontsize=7)
     ax.axhline(reference, color="0.4", ls="--", lw=0.8)
     _ticks(ax, data.target, rotation=30)
     ax.set(ylim=(0, 1.15), ylabel="R^2 (ID robustness -> threat robustness)")
@@ -300,15 +300,15 @@ def agreement_data(preds: pd.DataFrame, shift: str, models=None) -> pd.DataFrame
 def agreement_panel(ax, data: pd.DataFrame, legend_size: int = 6) -> None:
     """One OOD set's agreement_data: pairs (agreement) and models (robustness), each with its
     line and R^2, and y = x."""
-    lo, hi = _square_limits(ax, pd.concat([data.id_value, data.ood_value]))
+    lo, hi = square_limits(ax, pd.concat([data.id_value, data.ood_value]))
     ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
     for kind, marker, size, color, who in (("agreement", "o", 10, "C0", "pairs"),
                                            ("robustness", "^", 18, "C1", "models")):
         d = data[data.kind == kind]
         line = A.fit(d.id_value, d.ood_value)
         ax.scatter(d.id_value, d.ood_value, s=size, marker=marker, color=color, alpha=0.7,
-                   label=f"{kind}, {len(d)} {who}: R^2 = {_r2(line['r2'])}")
-        _line(ax, line, lo, hi, color=color)
+                   label=f"{kind}, {len(d)} {who}: R^2 = {format_r2(line['r2'])}")
+        draw_line(ax, line, lo, hi, color=color)
     ax.set(xlabel="ID (%)", ylabel=f"OOD: {A.label(data['shift'].iloc[0])} (%)", aspect="equal")
     ax.legend(fontsize=legend_size, loc="upper left")
 
@@ -319,7 +319,7 @@ def agreement_inputs(inputs: dict, meta: dict) -> tuple[pd.DataFrame, list | Non
     preds = read_tables(inputs["predictions"])
     if not inputs.get("shifts"):
         return preds, None, meta
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     return preds, at_models(shifts), meta
 
 
@@ -350,7 +350,7 @@ def fig5(inputs: dict, outputs, meta: dict, shift: str | None = None) -> pd.Data
 def fig6(inputs: dict, outputs, meta: dict, min_total: float | None = A.MIN_TOTAL) -> pd.DataFrame:
     """Per shift and aggregate, the AT fits' upper limit (slope x 100 + intercept, capped at 100)
     and slope: robustness (rob-rob) beside accuracy (acc-acc, dataset shifts only)."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     f = A.fits(shifts, pairs=("rob-rob", "acc-acc"), groups=("AT",), min_total=min_total)
     order = A.target_order(f)
     fig, axes = plt.subplots(2, 1, figsize=(max(6.0, 0.36 * len(order) + 1.5), 5.4), sharex=True)
@@ -380,7 +380,7 @@ def pa_severity(inputs: dict, outputs, meta: dict, measure: str = "log_pa",
                 columns: int = 5) -> pd.DataFrame:
     """log PA between the clean and the corrupted logits against severity, one panel per
     corruption, one line per model coloured by training method (shared y axis)."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     data = shifts[shifts.family == "corruption"][
         ["model", "method", "adversarial", "shift", "severity", measure, "robustness"]]
     data = data.assign(robustness=100 * data.robustness).sort_values(["shift", "model", "severity"])
@@ -419,7 +419,7 @@ def pa_ranking(inputs: dict, outputs, meta: dict, group: str = "all",
     """Kendall's tau across models between log PA and robustness per corruption (each averaged
     over severities) and overall (mean log PA over every corruption row against OOD_d
     robustness); * marks p < 0.05."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     r = A.pa_ranking(shifts, measures=(measure,), groups=(group,))
     r = r.reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(max(4.5, 0.4 * len(r) + 1.5), 3.0))
@@ -446,7 +446,7 @@ def pa_predicts(inputs: dict, outputs, meta: dict, group: str = "all",
                 measure: str = "log_pa") -> pd.DataFrame:
     """R^2 of the linear fit across models predicting OOD robustness (R_c, R_n, OOD_t, and
     OOD_d overall) from ID log PA, from ID accuracy and from ID robustness."""
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     p = A.pa_prediction(shifts, groups=(group,))
     predictors = (f"id_{measure}", "id_acc", "id_rob")
     data = p[p.predictor.isin(predictors)].reset_index(drop=True)
@@ -459,7 +459,7 @@ def pa_predicts(inputs: dict, outputs, meta: dict, group: str = "all",
         name = d.predictor_label.dropna().iloc[0] if d.predictor_label.notna().any() else predictor
         ax.bar(pos, d.r2.fillna(0), width, color=color, alpha=0.8, label=name)
         for x, v in zip(pos, d.r2):
-            ax.text(x, (v if np.isfinite(v) else 0) + 0.02, _r2(v), ha="center", fontsize=6)
+            ax.text(x, (v if np.isfinite(v) else 0) + 0.02, format_r2(v), ha="center", fontsize=6)
     ax.set_xticks(np.arange(len(order)),
                   [("OOD_d (overall)" if t == "OOD_d" else A.label(t)) for t in order], fontsize=7)
     ax.set(ylim=(0, 1.15), ylabel="R^2 (predicting OOD robustness)")

@@ -153,7 +153,7 @@ def zoo(config: dict) -> dict[str, dict]:
 
 
 def _published_spec(name: str) -> dict:
-    from pabench.adversarial.published import CATALOGUE
+    from pabench.attacks.published import CATALOGUE
 
     arch = CATALOGUE[name].arch if name in CATALOGUE else "unknown"   # checks.py names it
     return {"method": "undefended", "arch": arch, "published": name}

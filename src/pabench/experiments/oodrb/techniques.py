@@ -364,10 +364,10 @@ def table2(inputs: dict) -> pd.DataFrame:
 def fig7(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     """Figure 7: per technique (panels a-f), per level, the mean over its comparison sets of
     OOD robustness (OOD_d, OOD_t) and AER (OOD_d, OOD_t); an empty panel says why."""
-    from pabench.experiments.oodrb.figures import _read
+    from pabench.experiments.oodrb.figures import read_kept_shifts
     from pabench.reporting.plotting import plt, save_figure
 
-    shifts, meta = _read(inputs, meta)
+    shifts, meta = read_kept_shifts(inputs, meta)
     fig, axes = plt.subplots(2, len(TECHNIQUES), figsize=(3.0 * len(TECHNIQUES), 5.6),
                              squeeze=False)
     bars = (("oodd_rob", "aer_d", "OOD_d", "C0"), ("oodt_rob", "aer_t", "OOD_t", "C3"))

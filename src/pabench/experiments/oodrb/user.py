@@ -93,7 +93,7 @@ def read_zoo(path) -> pd.DataFrame:
 def _image_batch(images_u8: np.ndarray, device):
     import torch
 
-    from pabench.adversarial.training import as_float
+    from pabench.attacks.training import as_float
 
     return as_float(torch.from_numpy(np.ascontiguousarray(images_u8))).to(device)
 
@@ -498,19 +498,19 @@ def _scatter(ax, report: Report, zoo_agg, kept, panel, legend: bool) -> pd.DataF
     me = A.aggregate(report.rows).iloc[0]
     zoo = (zoo_agg[["model", "method", xc, yc]].dropna() if zoo_agg is not None
            else pd.DataFrame(columns=["model", "method", xc, yc]))
-    lo, hi = F._square_limits(ax, [me[xc], me[yc], *zoo[xc], *zoo[yc]])
+    lo, hi = F.square_limits(ax, [me[xc], me[yc], *zoo[xc], *zoo[yc]])
     ax.plot([lo, hi], [lo, hi], color="0.6", ls="--", lw=0.8, label="y = x")
     line = report.lines[(report.lines.target == target)
                         & (report.lines.pair == ("rob-rob" if metric == "robustness" else "acc-acc"))]
     if len(zoo):
         if len(line):
-            F._line(ax, line.iloc[0], lo, hi, label=f"zoo line ({GROUP} models)")
-        F._scatter_methods(ax, zoo, xc, yc, legend=legend, fitted=zoo.model.isin(kept))
+            F.draw_line(ax, line.iloc[0], lo, hi, label=f"zoo line ({GROUP} models)")
+        F.scatter_methods(ax, zoo, xc, yc, legend=legend, fitted=zoo.model.isin(kept))
     ax.scatter([me[xc]], [me[yc]], marker="*", s=170, color="red", edgecolors="k", lw=0.6,
                zorder=5, label=report.name)
     eff = report.table[(report.table.section == "summary") & (report.table.name == target)]
     eff = eff[f"effective_{metric}"].iloc[0] if len(eff) else np.nan
-    sub = (f"effective {metric} {eff:+.1f} points (R^2 {F._r2(line.r2.iloc[0])}, n = "
+    sub = (f"effective {metric} {eff:+.1f} points (R^2 {F.format_r2(line.r2.iloc[0])}, n = "
            f"{int(line.n.iloc[0])})" if np.isfinite(eff) and len(line) else "no zoo line")
     ax.set_title(f"{title}\n{sub}", fontsize=8)
     ax.set(xlabel=f"ID {metric} (%)", ylabel=f"{title} (%)", aspect="equal")

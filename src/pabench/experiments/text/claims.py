@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pabench.reporting.claims import SOLVERS, _f, _need, claim
+from pabench.reporting.claims import SOLVERS, fmt, need, claim
 
 ONE_RUN = ("one classifier and one seeded draw of the reviews and shifts (text.seed): "
            "no training seeds to repeat over")
@@ -16,8 +16,8 @@ MIN_POWERS = 3   # a correlation with W over fewer points says little
 
 def _strategy(text: pd.DataFrame, strategy: str) -> pd.DataFrame:
     rows = text[text.strategy == strategy].sort_values("power")
-    _need(len(rows) > 0, f"no {strategy} views")
-    _need(rows.power.nunique() >= MIN_POWERS,
+    need(len(rows) > 0, f"no {strategy} views")
+    need(rows.power.nunique() >= MIN_POWERS,
           f"{strategy}: {rows.power.nunique()} values of W (need {MIN_POWERS})")
     return rows
 
@@ -48,8 +48,8 @@ def _(text, solver):
     last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
     rho, note = _pa_trend(rows, solver)
     return last >= clean and rho <= -0.9, (
-        f"accuracy clean {_f(clean)}, at W = {int(rows.power.iloc[-1])} {_f(last)}; "
-        f"rho(PA, W) = {_f(rho)}{note}")
+        f"accuracy clean {fmt(clean)}, at W = {int(rows.power.iloc[-1])} {fmt(last)}; "
+        f"rho(PA, W) = {fmt(rho)}{note}")
 
 
 @claim("text-levenshtein-contradiction-both-fall", "PA paper, Appendix C and Figure 10",
@@ -64,6 +64,6 @@ def _(text, solver):
         last, clean = float(rows.afr_true.iloc[-1]), float(rows.clean_accuracy.iloc[0])
         rho, note = _pa_trend(rows, solver)
         holds &= last < clean and rho <= -0.9
-        measured.append(f"{strategy}: accuracy clean {_f(clean)}, at W = "
-                        f"{int(rows.power.iloc[-1])} {_f(last)}; rho(PA, W) = {_f(rho)}{note}")
+        measured.append(f"{strategy}: accuracy clean {fmt(clean)}, at W = "
+                        f"{int(rows.power.iloc[-1])} {fmt(last)}; rho(PA, W) = {fmt(rho)}{note}")
     return holds, "; ".join(measured)

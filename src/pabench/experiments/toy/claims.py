@@ -7,12 +7,12 @@ import math
 
 import pandas as pd
 
-from pabench.reporting.claims import SOLVERS, _f, _need, claim
+from pabench.reporting.claims import SOLVERS, fmt, need, claim
 
 def _bernoulli(table: pd.DataFrame, solver: str = "exact") -> pd.DataFrame:
     """PA of one solver and accuracy, mean over seeds, one row per p, one column per classifier."""
     rows = table[table.solver == solver]
-    _need(len(rows) > 0, f"no {solver}-solver rows")
+    need(len(rows) > 0, f"no {solver}-solver rows")
     return rows.groupby(["p", "classifier"])[["pa", "accuracy"]].mean().unstack("classifier")
 
 
@@ -35,9 +35,9 @@ def _(table):
 def _(table, solver):
     t = _bernoulli(table, solver)
     inner = t[(t.index > 0) & (t.index < 1)]
-    _need(len(inner) > 0, "no p strictly between 0 and 1")
+    need(len(inner) > 0, "no p strictly between 0 and 1")
     gaps = inner.pa.constant - inner.pa.random
-    return bool((gaps > 0).all()), f"min PA(constant) - PA(random) = {_f(gaps.min())} over {len(gaps)} p"
+    return bool((gaps > 0).all()), f"min PA(constant) - PA(random) = {fmt(gaps.min())} over {len(gaps)} p"
 
 
 @claim("toy-accuracy-inconsistent", "PA paper, Figure 1 (left)",
@@ -48,7 +48,7 @@ def _(table, solver):
     t = _bernoulli(table, solver)
     high = t[(t.index > 0.5) & (t.index < 1)]
     inner = t[(t.index > 0) & (t.index < 1)]
-    _need(len(high) > 0, "no p in (0.5, 1)")
+    need(len(high) > 0, "no p in (0.5, 1)")
     acc = bool((high.accuracy.random > high.accuracy.constant).any())
     pa = bool((inner.pa.constant > inner.pa.random).all())
     return acc and pa, f"accuracy prefers random at some p > 0.5: {acc}; PA prefers constant everywhere: {pa}"
@@ -61,8 +61,8 @@ def _(table, solver):
 def _(table):
     curve = table[table.panel == "curve"]
     pts = curve.set_index("series").y
-    _need({"PA", "optimal", "too low", "too high"} <= set(pts.index), "curve points missing")
+    need({"PA", "optimal", "too low", "too high"} <= set(pts.index), "curve points missing")
     best, top = float(pts["optimal"]), float(curve[curve.series == "PA"].y.max())
     holds = best >= top - 1e-9 and best > float(pts["too low"]) and best > float(pts["too high"])
-    return holds, (f"PA(beta*) = {_f(best)}, curve max = {_f(top)}, too low {_f(pts['too low'])}, "
-                   f"too high {_f(pts['too high'])}")
+    return holds, (f"PA(beta*) = {fmt(best)}, curve max = {fmt(top)}, too low {fmt(pts['too low'])}, "
+                   f"too high {fmt(pts['too high'])}")

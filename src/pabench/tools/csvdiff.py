@@ -1,48 +1,17 @@
-"""Compare the CSV outputs of two finished workflow runs, value by value.
-
-    python -m pabench.compare BEFORE_DIR AFTER_DIR [--also data/results ...] [--tolerances FILE]
-    python -m pabench.compare REF_DIR CAND_DIR --seed-spread [--also ...] [--tolerances FILE]
-                              [--alpha 0.01]
-
-Checks every `*.csv` under `figures/` (recursively; `figures/timings.*` left out, they measure
-the run itself) plus those under each `--also` directory: the same files, the same columns (by
-name; a different order is only a note), the same number of rows and every value identical.
-Numbers must be exactly equal (NaN equals NaN, an empty cell counts as NaN, inf equals inf) and
-are parsed with Python's `float`, so "0.10" and "0.1" are equal; anything else must match as text.
-Columns that time the run (`pabench.tolerances.TIMING_COLUMNS`: seconds, images per second,
-speed-ups) differ between any two runs: they are listed in a note, not compared (`--timings`
-compares them too).  `figures/claims.csv` is checked claim by claim: verdict, measured text and
-the other columns; the measured text of a claim marked `timed` (a speed ratio) is only a note.
-
-With `--tolerances FILE` (e.g. workflow/config/tolerances.yaml, for a CPU run against a GPU run;
-format in pabench.tolerances) two numbers agree when they are within the limits of the first rule
-that matches their column (columns no rule matches: exactly, as above); every value outside is
-listed with its file, row (0-based, named by the row's first exactly compared columns), column,
-both values and the limit, and a summary gives the largest absolute and relative deviation per
-column.  Verdicts must still match (except claims the file names); a different `measured` text is
-only a note, its numbers are those of the CSVs.
-
-With `--seed-spread` (runs whose models were trained apart, e.g. on a GPU and a CPU, or with other
-seeds) the tables with a `seed` column are judged by the spread over seeds instead of value by
-value: pabench.seedspread.
-
-Exit status: 0 identical (within tolerances, within the seed spread), 1 differences (listed), 2
-bad arguments or a bad tolerance file.  Reads CSVs only (pandas and numpy, scipy for
---seed-spread); never imports torch or the workflow.
-"""
+"""The CSV files of two finished runs compared value by value: the pieces pabench.tools.compare
+(exactly, or within tolerances) and pabench.tools.seedspread (by the spread over seeds) share.
+Every cell is read as its exact text; the rules are in pabench.tools.compare's docstring."""
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pabench.tolerances import EXACT, Rule, ToleranceError, Tolerances, is_timing, load
+from pabench.tools.tolerances import EXACT, Rule, Tolerances, is_timing
 
 FIGURES = "figures"
 CLAIMS = "figures/claims.csv"
@@ -81,7 +50,7 @@ class Deviation:
         self.max_rel = max(self.max_rel, other.max_rel)
 
 
-def _float(text: str) -> float | None:
+def number(text: str) -> float | None:
     """The cell as a number (empty -> NaN), or None when it is not one."""
     if text == "":
         return math.nan
@@ -91,7 +60,7 @@ def _float(text: str) -> float | None:
         return None
 
 
-def _read(path: Path) -> pd.DataFrame:
+def read_cells(path: Path) -> pd.DataFrame:
     # Every cell as its exact text: numbers are parsed later with float(), NaN kept as written.
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
 
@@ -106,7 +75,7 @@ def csv_files(run: Path, rel_dir: str) -> set[str]:
 def _same(sa: str, sb: str) -> bool:
     if sa == sb:
         return True
-    xa, xb = _float(sa), _float(sb)
+    xa, xb = number(sa), number(sb)
     if xa is None or xb is None:
         return False
     return xa == xb or (math.isnan(xa) and math.isnan(xb))
@@ -118,7 +87,7 @@ def compare_column(a: pd.Series, b: pd.Series) -> tuple[int, int, float | None]:
     same = np.array([_same(sa, sb) for sa, sb in zip(a, b)], dtype=bool)
     n_diff = int((~same).sum())
     first = int(np.argmin(same)) if n_diff else -1
-    xa, xb = [_float(s) for s in a], [_float(s) for s in b]
+    xa, xb = [number(s) for s in a], [number(s) for s in b]
     if any(x is None for x in xa + xb):
         return n_diff, first, None
     with np.errstate(invalid="ignore"):
@@ -128,7 +97,7 @@ def compare_column(a: pd.Series, b: pd.Series) -> tuple[int, int, float | None]:
 
 
 def _shown(text: str) -> str:
-    return text if _float(text) is not None and text else repr(text)
+    return text if number(text) is not None and text else repr(text)
 
 
 def check_column(a: pd.Series, b: pd.Series, rule: Rule) -> tuple[list[tuple[int, str]], Deviation]:
@@ -138,7 +107,7 @@ def check_column(a: pd.Series, b: pd.Series, rule: Rule) -> tuple[list[tuple[int
     for i, (sa, sb) in enumerate(zip(a, b)):
         if _same(sa, sb):
             continue
-        xa, xb = _float(sa), _float(sb)
+        xa, xb = number(sa), number(sb)
         if xa is None or xb is None or not (math.isfinite(xa) and math.isfinite(xb)):
             outside.append((i, f"{_shown(sa)} vs {_shown(sb)}, not two finite numbers"))
             continue
@@ -176,7 +145,7 @@ def match_rows(a: pd.DataFrame, b: pd.DataFrame, rel: str, rep: Report) -> pd.Da
     (rows compared by position).  Tables sorted by a measured value (a rank, an accuracy) list
     their rows in another order when a value moves within its tolerance."""
     keys = [c for c in a.columns if c in b.columns
-            and all(_float(v) is None for v in a[c]) and all(_float(v) is None for v in b[c])]
+            and all(number(v) is None for v in a[c]) and all(number(v) is None for v in b[c])]
     if not keys or len(a) < 2:
         return b
     ka, kb = (t[keys].agg("\x1f".join, axis=1) for t in (a, b))
@@ -189,7 +158,7 @@ def match_rows(a: pd.DataFrame, b: pd.DataFrame, rel: str, rep: Report) -> pd.Da
 def compare_csv(before: Path, after: Path, rel: str, rep: Report,
                 tol: Tolerances | None = None, timings: bool = False) -> None:
     try:
-        a, b = _read(before / rel), _read(after / rel)
+        a, b = read_cells(before / rel), read_cells(after / rel)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         # Not parseable as a table (e.g. an empty file): fall back to the raw bytes.
         if (before / rel).read_bytes() != (after / rel).read_bytes():
@@ -231,7 +200,7 @@ def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | Non
     claims."""
     if not ((before / CLAIMS).is_file() and (after / CLAIMS).is_file()):
         return 0                       # already reported as a missing file
-    a, b = _read(before / CLAIMS), _read(after / CLAIMS)
+    a, b = read_cells(before / CLAIMS), read_cells(after / CLAIMS)
     rep.files += 1
     for t in (a, b):
         if not {"id", "verdict", "measured"} <= set(t.columns) or t["id"].duplicated().any():
@@ -265,122 +234,3 @@ def compare_claims(before: Path, after: Path, rep: Report, tol: Tolerances | Non
                 rep.problems.append(f"claim {cid}: {col} changed: {a.at[cid, col]!r} -> "
                                     f"{b.at[cid, col]!r}")
     return len(a.index.union(b.index))
-
-
-def compare_runs(before: Path, after: Path, also: list[str] = (),
-                 tol: Tolerances | None = None, timings: bool = False) -> Report:
-    rep = Report()
-    for rel_dir in [FIGURES, *also]:
-        fa, fb = csv_files(before, rel_dir), csv_files(after, rel_dir)
-        for rel in sorted(fa - fb):
-            rep.problems.append(f"{rel}: only in {before}")
-        for rel in sorted(fb - fa):
-            rep.problems.append(f"{rel}: only in {after}")
-        for rel in sorted(fa & fb):
-            if rel != CLAIMS:                  # claims: claim by claim, below
-                compare_csv(before, after, rel, rep, tol, timings)
-    rep.claims = compare_claims(before, after, rep, tol, timings)
-    if rep.timing:
-        rep.notes.append(f"columns that time the run, not compared (--timings compares them): "
-                         f"{', '.join(sorted(rep.timing))}")
-    for rule in tol.rules if tol is not None else ():
-        if rule.index not in rep.used_rules:
-            rep.notes.append(f"{tol.path}: columns[{rule.index}] (match {list(rule.match)}) "
-                             f"matches no column of the compared files")
-    return rep
-
-
-def print_deviations(rep: Report) -> None:
-    """Tolerance mode: the largest deviations per column, then the ignored columns."""
-    moved = {k: d for k, d in rep.deviations.items() if d.max_abs or d.outside}
-    if moved:
-        print("  deviations per column (max |diff|, max relative diff, values outside / compared):")
-    for (col, rule), d in sorted(moved.items()):
-        print(f"    {col!r} [{rule}] in {d.files} file(s): {d.max_abs:.3g}, {d.max_rel:.3g}, "
-              f"{d.outside} / {d.values}")
-    print(f"  {len(rep.deviations) - len(moved)} other column(s) identical"
-          + (f"; ignored: {', '.join(sorted(rep.ignored))}" if rep.ignored else ""))
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pabench.compare",
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("before", type=Path, help="finished run (e.g. a worktree of the old commit)")
-    ap.add_argument("after", type=Path, help="finished run to compare with")
-    ap.add_argument("--also", action="append", default=[], metavar="DIR",
-                    help="more CSVs under DIR, relative to both runs (repeatable): data/results")
-    ap.add_argument("--tolerances", type=Path, metavar="FILE",
-                    help="numbers agree within the limits of FILE (workflow/config/tolerances.yaml)"
-                         " instead of exactly")
-    ap.add_argument("--timings", action="store_true",
-                    help="compare the columns that time the run too (seconds, images per second, "
-                         "speed-ups) and timed claims' measured text")
-    ap.add_argument("--seed-spread", action="store_true",
-                    help="judge tables with a seed column by the spread over seeds (runs that "
-                         "trained their models apart): pabench.seedspread")
-    ap.add_argument("--alpha", type=float, metavar="A",
-                    help="--seed-spread: false-alarm rate over all tested columns (default 0.01)")
-    args = ap.parse_args(argv)
-
-    for run in (args.before, args.after):
-        if not (run / FIGURES).is_dir():
-            what = (f"no {FIGURES}/ (not a finished run?)" if run.is_dir()
-                    else "no such directory")
-            print(f"pabench.compare: {run}: {what}", file=sys.stderr)
-            return 2
-    for rel_dir in args.also:
-        if not ((args.before / rel_dir).is_dir() or (args.after / rel_dir).is_dir()):
-            print(f"pabench.compare: --also {rel_dir}: in neither run", file=sys.stderr)
-            return 2
-
-    try:
-        tol = load(args.tolerances) if args.tolerances else None
-    except ToleranceError as err:
-        print(f"pabench.compare: --tolerances {err}", file=sys.stderr)
-        return 2
-
-    if args.seed_spread or args.alpha is not None:
-        return seed_spread(args, tol)
-    rep = compare_runs(args.before, args.after, args.also, tol, args.timings)
-    print(f"compared {args.before} (before) with {args.after} (after), "
-          f"dirs: {', '.join([FIGURES, *args.also])}"
-          + (f"; tolerances: {args.tolerances}" if tol else ""))
-    print(f"  {rep.files} CSV files, {rep.rows} rows, {rep.values} values; {rep.claims} claims")
-    if tol:
-        print_deviations(rep)
-    for note in rep.notes:
-        print(f"  note: {note}")
-    for problem in rep.problems:
-        print(f"  DIFF: {problem}")
-    if rep.problems:
-        print(f"DIFFERENT: {len(rep.problems)} difference(s)"
-              + (" outside the tolerances" if tol else ""))
-        return 1
-    print("WITHIN TOLERANCES: every value, and every claims verdict identical" if tol
-          else "IDENTICAL: every value and every claims verdict")
-    return 0
-
-
-def seed_spread(args: argparse.Namespace, tol: Tolerances | None) -> int:
-    """--seed-spread: pabench.seedspread's report; the exit status."""
-    from pabench import seedspread   # imported here: it imports this module
-
-    alpha = 0.01 if args.alpha is None else args.alpha
-    error = ("--alpha needs --seed-spread" if not args.seed_spread
-             else "--seed-spread does not judge the columns that time the run (--timings)"
-             if args.timings else f"--alpha {alpha:g}: must be in (0, 1)"
-             if not 0 < alpha < 1 else "")
-    if not error:
-        try:
-            rep = seedspread.compare_seed_spread(args.before, args.after, args.also, tol, alpha)
-        except seedspread.SeedSpreadError as err:
-            error = f"--seed-spread: {err}"
-    if error:
-        print(f"pabench.compare: {error}", file=sys.stderr)
-        return 2
-    return seedspread.print_report(rep, args.before, args.after, [FIGURES, *args.also],
-                                   args.tolerances if tol else None, alpha)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

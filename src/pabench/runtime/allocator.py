@@ -29,7 +29,7 @@ TUNABLES = {
 def configure(environ=None) -> str | None:
     """Add TUNABLES to GLIBC_TUNABLES in `environ` (default: os.environ), unless the switch is off
     or the variable already sets a malloc tunable.  Returns the value now in force, if any."""
-    from pabench.tracking import switched_on
+    from pabench.runtime.tracking import switched_on
 
     environ = os.environ if environ is None else environ
     current = environ.get(ENV, "")

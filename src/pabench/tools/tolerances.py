@@ -1,5 +1,5 @@
 """Tolerances for comparing two runs that cannot be bit-identical (a CPU run and a GPU run), read
-from a small YAML file (`workflow/config/tolerances.yaml`; `python -m pabench.compare
+from a small YAML file (`workflow/config/tolerances.yaml`; `python -m pabench.tools.compare
 --tolerances FILE`):
 
     columns:                          # rules, the first one that matches a column wins
@@ -12,7 +12,8 @@ from a small YAML file (`workflow/config/tolerances.yaml`; `python -m pabench.co
     ignore_claims: [claim-id]         # claims whose verdict is not compared (optional)
 
 A column no rule matches is compared exactly.  Every mistake in the file is an error naming the
-rule and the value; a rule that matches no column of the two runs is only a note (pabench.compare).
+rule and the value; a rule that matches no column of the two runs is only a note
+(pabench.tools.compare).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ TOP_KEYS = {"columns", "ignore_claims"}
 # Slack for the decimal limits of the file: 0.51 - 0.5 is 0.010000000000000009 in binary.
 SLACK = 1e-9
 # Columns that measure how fast a run went, not what it computed: they differ between any two
-# runs (pabench.compare lists them instead of comparing them; the kill campaign and the Slurm
+# runs (pabench.tools.compare lists them instead of comparing them; the kill campaign and the Slurm
 # test leave them out of their digests).
 TIMING_COLUMNS = ("*seconds*", "*_per_s", "*speed-up*", "data_wait_fraction")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from pabench.tracking import base_url, has_credentials, local_runs, reachable
+from pabench.runtime.tracking import base_url, has_credentials, local_runs, reachable
 
 # Sections in reading order; other groups follow alphabetically.
 SECTION_ORDER = ("toy", "diagvib", "dg", "model_selection", "adversarial", "checks")

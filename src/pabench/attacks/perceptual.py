@@ -75,8 +75,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pabench.adversarial.mm5 import _Frozen, _predict
-from pabench.adversarial.threats import ThreatResult, _margin, _validate
+from pabench.attacks.mm5 import Frozen, predict
+from pabench.attacks.threats import ThreatResult, logit_margin, validate
 from pabench.core.download import download_file
 from pabench.core.io import file_digest
 
@@ -225,7 +225,7 @@ def load_lpips(network: str = "alexnet_cifar", weights: str = "download", root="
 
 def _loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """perceptual-advex's MarginLoss(kappa=1): min(kappa, max_{i != y} f_i - f_y), to maximise."""
-    return (-_margin(logits, y)).clamp(max=KAPPA)
+    return (-logit_margin(logits, y)).clamp(max=KAPPA)
 
 
 def _rows(v: torch.Tensor) -> torch.Tensor:
@@ -423,7 +423,7 @@ def _lpa_chunk(model, lpips, x, y, start, bound, steps, step):
 
 def _attack(chunk_fn, default_step, model, lpips, x, y, eps, steps, seed, batch_size,
             step) -> ThreatResult:
-    eps, steps, seed, batch_size = _validate(x, y, eps, steps, seed, batch_size, False)
+    eps, steps, seed, batch_size = validate(x, y, eps, steps, seed, batch_size, False)
     if x.shape[1] != 3:
         raise ValueError(f"PPGD / LPA measure LPIPS with an AlexNet: RGB images (N, 3, H, W) "
                          f"needed, got shape {tuple(x.shape)}")
@@ -440,15 +440,15 @@ def _attack(chunk_fn, default_step, model, lpips, x, y, eps, steps, seed, batch_
     gen = torch.Generator().manual_seed(seed)
     start = (torch.randn(x.shape, generator=gen) * _START_STD).to(device=device, dtype=x.dtype)
     lpips = lpips.to(device=device, dtype=x.dtype)
-    with _Frozen(model), _Frozen(lpips):
-        probe = _predict(model, x[:1], 1)
+    with Frozen(model), Frozen(lpips):
+        probe = predict(model, x[:1], 1)
         if probe.ndim != 2 or probe.shape[1] < 2:
             raise ValueError(f"the model must return (N, classes) logits with >= 2 classes, got "
                              f"shape {tuple(probe.shape)}")
         if y.min().item() < 0 or y.max().item() >= probe.shape[1]:
             raise ValueError(f"labels must lie in [0, {probe.shape[1] - 1}], got values in "
                              f"[{y.min().item()}, {y.max().item()}]")
-        robust = _predict(model, x, batch_size).argmax(1) == y
+        robust = predict(model, x, batch_size).argmax(1) == y
         x_adv = x.clone()
         grad_evals = 0
         todo = robust.nonzero().flatten()
@@ -458,7 +458,7 @@ def _attack(chunk_fn, default_step, model, lpips, x, y, eps, steps, seed, batch_
             x_adv[sel] = best.x_adv
             grad_evals += evals
         if todo.numel():
-            robust[todo] = _predict(model, x_adv[todo], batch_size).argmax(1) == y[todo]
+            robust[todo] = predict(model, x_adv[todo], batch_size).argmax(1) == y[todo]
     return ThreatResult(x_adv=x_adv, robust=robust, grad_evals=grad_evals)
 
 

@@ -1,9 +1,9 @@
 """Standardly trained CIFAR-10 models with published weights: the ST group of OODRobustBench's
 Figure 3 at the paper scale, as zoo entries (`oodrb.zoo.models: {name, published: <id>}`).
 
-The catalogue names each model's architecture (`pabench.adversarial.models.build`), where its
+The catalogue names each model's architecture (`pabench.attacks.models.build`), where its
 weights are published and how they are checked: RobustBench's `Standard` (WideResNet-28-10,
-fetched by pabench.adversarial.robustbench from RobustBench's Google Drive id; no checksum is
+fetched by pabench.attacks.robustbench from RobustBench's Google Drive id; no checksum is
 published: the file must load, and the job logs its SHA-256), and the CIFAR-10 ResNets and VGGs of github.com/chenyaofo/pytorch-cifar-models
 (release files whose names carry the first 8 hex digits of their SHA-256, which torch.hub checks;
 we check the same digits and log the whole digest).  No PyTorch at import: the workflow's
@@ -22,8 +22,8 @@ WEIGHTS = ("download", "random")
 
 @dataclass(frozen=True)
 class Published:
-    arch: str              # pabench.adversarial.models.build; "robustbench/<id>": RobustBench's
-    url: str | None        # None: pabench.adversarial.robustbench downloads it
+    arch: str              # pabench.attacks.models.build; "robustbench/<id>": RobustBench's
+    url: str | None        # None: pabench.attacks.robustbench downloads it
     checksum: str | None   # what pabench.core.download.download_file checks
     accuracy: float        # the publisher's CIFAR-10 test accuracy, percent
     source: str
@@ -77,8 +77,8 @@ def load(name: str, directory, weights: str = "download", robustbench_dir=None):
     builds the architecture with seeded random weights and downloads nothing: the rehearsal)."""
     import torch
 
-    from pabench.adversarial import robustbench
-    from pabench.adversarial.models import build
+    from pabench.attacks import robustbench
+    from pabench.attacks.models import build
     from pabench.core.io import file_digest
     from pabench.core.download import download_file
 

@@ -117,14 +117,14 @@ from typing import Callable, Optional
 import torch
 import torch.nn.functional as F
 
-from pabench.adversarial.mm5 import (  # shared with the MM attacks
-    _check_eps,
-    _check_int,
-    _check_range,
-    _check_seed,
-    _check_tensors,
-    _Frozen,
-    _predict,
+from pabench.attacks.mm5 import (  # shared with the MM attacks
+    check_eps,
+    check_int,
+    check_range,
+    check_seed,
+    check_tensors,
+    Frozen,
+    predict,
 )
 
 __all__ = [
@@ -400,13 +400,13 @@ class _ReColor:
 # Checks
 # =================================================================================================
 
-def _validate(x, y, eps, steps, seed, batch_size, channels3: bool):
-    eps_f = _check_eps(eps)
-    steps = _check_int("steps", steps, 1)
+def validate(x, y, eps, steps, seed, batch_size, channels3: bool):
+    eps_f = check_eps(eps)
+    steps = check_int("steps", steps, 1)
     if batch_size is not None:
-        batch_size = _check_int("batch_size", batch_size, 1)
-    seed = _check_seed(seed)
-    _check_tensors(x, y)
+        batch_size = check_int("batch_size", batch_size, 1)
+    seed = check_seed(seed)
+    check_tensors(x, y)
     if x.ndim != 4:
         raise ValueError(f"x must be a batch of images (N, C, H, W), got shape {tuple(x.shape)}")
     if y.ndim != 1 or x.shape[0] != y.shape[0]:
@@ -418,11 +418,11 @@ def _validate(x, y, eps, steps, seed, batch_size, channels3: bool):
         raise ValueError("x is empty (0 points)")
     if x.numel() == 0:
         raise ValueError(f"x has no pixels, shape {tuple(x.shape)}")
-    _check_range(x)
+    check_range(x)
     return eps_f, steps, seed, batch_size
 
 
-def _margin(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def logit_margin(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``f_y - max_{i != y} f_i`` per row (CW f6 with kappa = inf)."""
     own = logits.gather(1, y[:, None])[:, 0]
     others = logits.scatter(1, y[:, None], float("-inf"))
@@ -488,7 +488,7 @@ def _run_chunk(model, threat, x, y, steps, lr, weight, keep_params):
 
     def record(x_it, logits, p_it):
         """Keep the best iterate per active point; returns the mask of points broken now."""
-        margin = _margin(logits, ya)
+        margin = logit_margin(logits, ya)
         broken = logits.argmax(1) != ya
         take = broken | (margin < best_margin[idx])
         if take.any():
@@ -504,7 +504,7 @@ def _run_chunk(model, threat, x, y, steps, lr, weight, keep_params):
         with torch.enable_grad():
             x_it = threat.image(ctx, pg)
             logits = model(x_it)
-            (g,) = torch.autograd.grad(_margin(logits, ya).sum(), pg)
+            (g,) = torch.autograd.grad(logit_margin(logits, ya).sum(), pg)
         grad_evals += idx.numel()
         with torch.no_grad():
             broken = record(x_it.detach(), logits.detach(), p)
@@ -524,7 +524,7 @@ def _run_chunk(model, threat, x, y, steps, lr, weight, keep_params):
 
 def _attack(threat_cls, model, x, y, eps, steps, seed, batch_size, *, lr=None,
             return_perturbation=False) -> ThreatResult:
-    eps, steps, seed, batch_size = _validate(x, y, eps, steps, seed, batch_size,
+    eps, steps, seed, batch_size = validate(x, y, eps, steps, seed, batch_size,
                                              threat_cls is _ReColor)
     if lr is None:
         lr = threat_cls.lr
@@ -539,8 +539,8 @@ def _attack(threat_cls, model, x, y, eps, steps, seed, batch_size, *, lr=None,
         batch_size = x.shape[0]
     weight = threat_cls.smooth / eps
 
-    with _Frozen(model):
-        probe = _predict(model, x[:1], 1)
+    with Frozen(model):
+        probe = predict(model, x[:1], 1)
         if probe.ndim != 2 or probe.shape[1] < 2:
             raise ValueError(f"the model must return (N, classes) logits with >= 2 classes, got "
                              f"shape {tuple(probe.shape)}")
@@ -550,7 +550,7 @@ def _attack(threat_cls, model, x, y, eps, steps, seed, batch_size, *, lr=None,
             raise ValueError(f"labels must lie in [0, {n_classes - 1}], got values in "
                              f"[{y_lo}, {y_hi}]")
 
-        robust = _predict(model, x, batch_size).argmax(1) == y
+        robust = predict(model, x, batch_size).argmax(1) == y
         x_adv = x.clone()
         threat = threat_cls(x[:1], eps)
         params = threat.public(x.new_zeros(threat.param_shape(x))) if return_perturbation \
@@ -566,7 +566,7 @@ def _attack(threat_cls, model, x, y, eps, steps, seed, batch_size, *, lr=None,
                 params[sel] = threat.public(p)
             grad_evals += evals
         if todo.numel():  # re-check on the returned images
-            robust[todo] = _predict(model, x_adv[todo], batch_size).argmax(1) == y[todo]
+            robust[todo] = predict(model, x_adv[todo], batch_size).argmax(1) == y[todo]
     return ThreatResult(x_adv=x_adv, robust=robust, grad_evals=grad_evals, perturbation=params)
 
 

@@ -1,7 +1,7 @@
 """The paper-scale rehearsal: every paper-scale rule, with the papers' models and code paths, on
 stand-in inputs in the real formats, in a fresh copy of the workflow.
 
-    python -m pabench.rehearsal [--dir rehearsal] [--cores 2] [--dry-run] [snakemake args...]
+    python -m pabench.tools.rehearsal [--dir rehearsal] [--cores 2] [--dry-run] [snakemake args...]
 
 The configuration is workflow/config/paper.yaml with workflow/config/rehearsal.yaml on top (small
 sizes, 1-2 attack steps, one epoch, RobustBench architectures with random weights).  The inputs
@@ -29,9 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.campaign import prepare, snakemake_cmd
+from pabench.tools.campaign import REPO, prepare, snakemake_cmd
 
-REPO = Path(__file__).resolve().parents[2]
 CONFIG = ("--configfile", "workflow/config/paper.yaml", "workflow/config/rehearsal.yaml")
 INPUTS = Path("data/rehearsal")   # in the work directory; rehearsal.yaml points here
 SIZES = {"cifar_train": 500, "cifar_test": 200, "mnist_train": 4000, "natural": 60,

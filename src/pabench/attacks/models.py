@@ -19,7 +19,7 @@ from pabench.core.io import atomic_path
 from pabench.models import MaxPool2
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
-# Published standardly trained CIFAR-10 networks (pabench.adversarial.published), and
+# Published standardly trained CIFAR-10 networks (pabench.attacks.published), and
 # "robustbench/<id>": a RobustBench architecture (the optional package).
 CIFAR_RESNETS = {"resnet20": 3, "resnet32": 5, "resnet44": 7, "resnet56": 9}   # blocks per stage
 VGGS = {"vgg11_bn": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -87,7 +87,7 @@ class _PreActBlock(nn.Module):
         return self.conv2(out) + skip
 
 
-class _ResidualNet(nn.Module):
+class ResidualNet(nn.Module):
     """Pre-activation residual network: PreActResNet-18 (He et al. 2016b, Wong 2020's model) or
     WideResNet-28-10 (Zagoruyko & Komodakis 2016, RobustBench's `Standard`) by its stage list."""
 
@@ -193,7 +193,7 @@ def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
     if arch in VGGS:
         return Normalized(VGG(VGGS[arch], num_classes), CIFAR10_MEAN, CIFAR10_STD)
     if arch.startswith("robustbench/"):
-        from pabench.adversarial import robustbench
+        from pabench.attacks import robustbench
 
         return robustbench.architecture(arch.split("/", 1)[1], "cifar10")
     if arch == "cnn":
@@ -201,9 +201,9 @@ def build(arch: str, num_classes: int = 10, image_size: int = 32) -> nn.Module:
     if re.fullmatch(r"smallcnn[1-9][0-9]*", arch):
         return SmallCNN(num_classes, image_size, int(arch[len("smallcnn"):]))
     if arch == "preact_resnet18":
-        return _ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
+        return ResidualNet([(64, 2, 1), (128, 2, 2), (256, 2, 2), (512, 2, 2)], 64, num_classes)
     if arch == "wrn28_10":
-        return _ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
+        return ResidualNet([(160, 4, 1), (320, 4, 2), (640, 4, 2)], 16, num_classes)
     raise ValueError(f"unknown architecture {arch!r}; choose one of {ARCHS}, smallcnn<channels>, "
                      f"{', '.join(CIFAR_RESNETS)}, {', '.join(VGGS)} or robustbench/<id>")
 

@@ -56,7 +56,7 @@ def address(who: tuple[int, str]) -> Path:
     import hashlib
 
     key = f"jobs:{who[0]}:{who[1]}:{sys.executable}:{sys.version}"
-    return tracking._socket_dir() / f"jobs-{hashlib.sha256(key.encode()).hexdigest()[:20]}.sock"
+    return tracking.socket_dir() / f"jobs-{hashlib.sha256(key.encode()).hexdigest()[:20]}.sock"
 
 
 def start(argv: list[str] | None = None) -> None:
@@ -64,17 +64,17 @@ def start(argv: list[str] | None = None) -> None:
     background.  Does nothing where it would not be used (see the module docstring, or a
     Snakemake run that runs no job: `argv`, default sys.argv) and never raises."""
     try:
-        if not wanted() or tracking._runs_no_job(sys.argv if argv is None else argv):
+        if not wanted() or tracking.runs_no_job(sys.argv if argv is None else argv):
             return
-        me = (os.getpid(), tracking._proc_stat(os.getpid())[1])
+        me = (os.getpid(), tracking.proc_stat(os.getpid())[1])
         path = address(me)
-        probe = tracking._try_connect(path) if path.exists() else None
+        probe = tracking.try_connect(path) if path.exists() else None
         if probe is not None:
             probe.close()
             return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        tracking.spawn_detached(path, "pabench.jobserver", [str(me[0]), me[1]])
+        tracking.spawn_detached(path, "pabench.runtime.jobserver", [str(me[0]), me[1]])
     except Exception as err:  # noqa: BLE001 - the jobs then run in their own processes
         print(f"pabench: job server not started ({type(err).__name__}: {err})", file=sys.stderr)
 
@@ -88,11 +88,11 @@ def delegate() -> None:
     script = sys.argv[0]  # the file Python runs: Snakemake's copy with its preamble, whose
     # __file__ is set to the workflow's script
     try:
-        who = tracking._snakemake_ancestor()
-        sock = tracking._try_connect(address(who)) if who and script else None
+        who = tracking.snakemake_ancestor()
+        sock = tracking.try_connect(address(who)) if who and script else None
         if sock is None:
             return
-        chan = tracking._Channel(sock)
+        chan = tracking.Channel(sock)
         socket.send_fds(sock, [b"j"], [0, 1, 2])
         chan.send({"script": os.path.abspath(script), "cwd": os.getcwd(), "argv": sys.argv,
                    "path": sys.path, "env": {**os.environ, INSIDE: "1",
@@ -150,14 +150,14 @@ def serve(argv=None) -> None:
                 done, status = os.waitpid(child, os.WNOHANG)
                 if done:
                     with contextlib.suppress(OSError):
-                        tracking._Channel(conn).send(_exit_code(status))
+                        tracking.Channel(conn).send(_exit_code(status))
                     conn.close()
                     del jobs[child]
                 elif killed is not None and time.monotonic() - killed > KILL_GRACE:
                     _kill(child, signal.SIGKILL)
             if ready or jobs:
                 last_busy = time.monotonic()
-            elif not tracking._alive(who) or time.monotonic() - last_busy > IDLE_TIMEOUT:
+            elif not tracking.alive(who) or time.monotonic() - last_busy > IDLE_TIMEOUT:
                 break
     finally:
         with contextlib.suppress(OSError):
@@ -183,7 +183,7 @@ def _accept(listener: socket.socket, jobs: dict, pipe: tuple[int, int]) -> None:
             return
         conn.settimeout(30)  # a launcher sends its request right after connecting
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
-        chan = tracking._Channel(conn)
+        chan = tracking.Channel(conn)
         request = chan.recv()
         conn.settimeout(None)
     except Exception as err:  # noqa: BLE001 - that launcher runs its script itself

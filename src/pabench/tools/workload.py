@@ -63,7 +63,7 @@ EXPERIMENTS = {"pa-adversarial": "PA paper: adversarial (CIFAR-10)",
 
 @dataclass(frozen=True)
 class Net:
-    """A network a job runs: `source` zoo (pabench.adversarial.models.build), jpeg_rs (that
+    """A network a job runs: `source` zoo (pabench.attacks.models.build), jpeg_rs (that
     network inside the JPEG + Reverse Sigmoid defence), robustbench (an id of `dataset`), dg
     (pabench.models.Classifier), avgcase (pabench.experiments.avgcase.training.build) or text (a
     transformers sequence classifier, `arch` its hub id; `shape`: (tokens per review,))."""

@@ -24,12 +24,12 @@ from tqdm.auto import tqdm
 
 from pabench.core.paths import Eps
 from pabench.core.io import atomic_path, load_npz
-from pabench.adversarial.records import ATTACKS, RECORD_KEYS, check_attack, check_record
+from pabench.attacks.records import ATTACKS, RECORD_KEYS, check_attack, check_record
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 
-def _attack_fn(name: str, model, eps: float | None, cfg: dict, num_classes: int, device):
+def attack_fn(name: str, model, eps: float | None, cfg: dict, num_classes: int, device):
     """A function (x, y) -> adversarial x of the named attack with the config's settings.  The
     model's weights are frozen: attacks need input gradients only, and foolbox's backward pass
     would otherwise also compute every weight gradient (measured: +30-50% time per step)."""
@@ -111,7 +111,7 @@ def attack_dataset(model, images: np.ndarray, labels: np.ndarray, name: str, eps
         shutil.rmtree(partial)  # another model or setting: start over
     partial.mkdir(parents=True, exist_ok=True)
     stamp.write_text(key)
-    fn = _attack_fn(name, model, eps_value, cfg, num_classes, device)
+    fn = attack_fn(name, model, eps_value, cfg, num_classes, device)
     parts = []
     starts = range(0, len(images), batch_size)
     for b, lo in enumerate(tqdm(starts, desc=f"{name} eps={eps}", disable=not progress, mininterval=2.0)):

@@ -1,8 +1,8 @@
 """Kill campaign: a workflow killed with SIGKILL at a random moment and rerun with
 `--rerun-incomplete` must end with exactly the outputs of an uninterrupted run.
 
-    python -m pabench.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
-    python -m pabench.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
+    python -m pabench.tools.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
+    python -m pabench.tools.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
 
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills
 the whole process tree (Snakemake and its jobs) after a random delay, unlocks, reruns to the end and
@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pabench.tolerances import is_timing
+from pabench.tools.tolerances import is_timing
 
+REPO = Path(__file__).resolve().parents[3]   # the checkout above src/pabench/tools/
 WORKFLOW_FILES = ("Snakefile", "config.yaml", "workflow", "envs", "profiles")
 # Not compared: W&B runs, logs and benchmark files are not results; the timing summary measures
 # the run itself.
@@ -80,7 +81,7 @@ RENDERINGS = (".md", ".html", ".tex")
 
 
 def _untimed(path: Path):
-    """A CSV without what measures the run (its timing columns, pabench.tolerances.is_timing;
+    """A CSV without what measures the run (its timing columns, pabench.tools.tolerances.is_timing;
     a timed claim's measured text), as text; None when it holds none of that."""
     import pandas as pd
 
@@ -138,7 +139,7 @@ def compare(reference: dict, other: dict) -> dict:
 
 
 FINISHED = "data/benchmarks/*/*.tsv"  # Snakemake writes a job's benchmark file when it ends
-STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (pabench.workflow.job)
+STARTED = "data/logs/{rule}/*.log"      # a job opens its log when it starts (runtime.workflow.job)
 
 
 def _count(workdir: Path, pattern: str = FINISHED) -> int:
@@ -210,13 +211,12 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the summary here")
     args = parser.parse_args(argv)
-    repo = Path(__file__).resolve().parents[2]
     rng = random.Random(args.seed)
     config = (*TEST, *args.configfile)
     summary: dict = {"targets": args.targets or ["(all)"], "config": config[1:], "trials": []}
 
     def clean_run(name):
-        work = prepare(repo, args.workdir / name)
+        work = prepare(REPO, args.workdir / name)
         t0 = time.monotonic()
         proc = run(work, "--cores", str(args.cores), *args.targets, *config)
         if proc.returncode:
@@ -233,7 +233,7 @@ def main(argv=None) -> int:
         print(f"second clean run: {summary['second_clean_run']}", flush=True)
     for k in range(args.trials):
         work = args.workdir / f"trial{k}"
-        trial = kill_trial(repo, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
+        trial = kill_trial(REPO, work, args.targets, kill_after=rng.uniform(2.0, 0.9 * ref_s),
                            cores=args.cores, config=config)
         trial.update(compare(reference, snapshot(work)), files_at_kill=len(trial.pop("at_kill")))
         summary["trials"].append(trial)

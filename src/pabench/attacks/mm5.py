@@ -99,7 +99,7 @@ def checkpoints(n_iter: int) -> list[int]:
     return out
 
 
-def _check_int(name: str, value, low: int) -> int:
+def check_int(name: str, value, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if value < low:
@@ -107,7 +107,7 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
-def _check_eps(eps) -> float:
+def check_eps(eps) -> float:
     """A finite radius > 0 (a number or a one-element tensor), as a float."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) and not (
             isinstance(eps, torch.Tensor) and eps.numel() == 1):
@@ -118,13 +118,13 @@ def _check_eps(eps) -> float:
     return eps_f
 
 
-def _check_seed(seed) -> int:
+def check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"seed must be an integer, got {seed!r}")
     return int(seed)
 
 
-def _check_tensors(x, y) -> None:
+def check_tensors(x, y) -> None:
     """Images a floating-point tensor, labels an integer one."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point tensor, got "
@@ -135,7 +135,7 @@ def _check_tensors(x, y) -> None:
                          f"{y.dtype if isinstance(y, torch.Tensor) else type(y).__name__}")
 
 
-def _check_range(x) -> None:
+def check_range(x) -> None:
     """Every value finite and in [0, 1]."""
     lo, hi = x.min().item(), x.max().item()
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo < 0 or hi > 1:
@@ -144,24 +144,24 @@ def _check_range(x) -> None:
 
 def _validate(x, y, eps, norm, n_targets, n_iter, seed, batch_size):
     """Everything that can be checked without running the model; returns the clean values."""
-    eps_f = _check_eps(eps)
+    eps_f = check_eps(eps)
     if not isinstance(norm, str) or norm.lower() not in _NORMS:
         raise ValueError(f"norm must be 'Linf' or 'L2', got {norm!r}")
-    n_targets = _check_int("n_targets", n_targets, 1)
-    n_iter = _check_int("n_iter", n_iter, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
-    seed = _check_seed(seed)
-    _check_tensors(x, y)
+    n_targets = check_int("n_targets", n_targets, 1)
+    n_iter = check_int("n_iter", n_iter, 1)
+    batch_size = check_int("batch_size", batch_size, 1)
+    seed = check_seed(seed)
+    check_tensors(x, y)
     if x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]:
         raise ValueError(f"x must be (N, ...) and y (N,) with the same N, got x of shape "
                          f"{tuple(x.shape)} and y of shape {tuple(y.shape)}")
     if x.shape[0] == 0:
         raise ValueError("x is empty (0 points)")
-    _check_range(x)
+    check_range(x)
     return eps_f, _NORMS[norm.lower()], n_targets, n_iter, seed, batch_size
 
 
-class _Frozen:
+class Frozen:
     """Eval mode and frozen parameters for the attack; both restored afterwards."""
 
     def __init__(self, model: torch.nn.Module):
@@ -293,7 +293,7 @@ class _Attack:
 
 
 @torch.no_grad()
-def _predict(model, x: torch.Tensor, batch_size: int) -> torch.Tensor:
+def predict(model, x: torch.Tensor, batch_size: int) -> torch.Tensor:
     return torch.cat([model(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)])
 
 
@@ -312,8 +312,8 @@ def mm_attack(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: flo
     x = x.detach()
     y = y.detach().to(device=device, dtype=torch.long)
 
-    with _Frozen(model):
-        probe = _predict(model, x[:1], 1)
+    with Frozen(model):
+        probe = predict(model, x[:1], 1)
         if probe.ndim != 2:
             raise ValueError(f"the model must return (N, classes) logits, got shape "
                              f"{tuple(probe.shape)}")
@@ -326,7 +326,7 @@ def mm_attack(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: flo
             raise ValueError(f"labels must lie in [0, {n_classes - 1}], got values in "
                              f"[{y_lo}, {y_hi}]")
 
-        logits = _predict(model, x, batch_size)
+        logits = predict(model, x, batch_size)
         robust = logits.argmax(1) == y
         # targets[:, j]: the class with the (j + 2)-th highest clean logit (ties: lower index first)
         order = torch.sort(logits, dim=1, descending=True, stable=True).indices
@@ -344,7 +344,7 @@ def mm_attack(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, eps: flo
                     x_adv[hit] = found[broken]
                     # re-check outside the run, as the reference does; a point that is still
                     # correctly classified (borderline numerics) stays robust with its clean image
-                    still = _predict(model, x_adv[hit], batch_size).argmax(1) == y[hit]
+                    still = predict(model, x_adv[hit], batch_size).argmax(1) == y[hit]
                     robust[hit] = still
                     x_adv[hit[still]] = x[hit[still]]
     return MMResult(x_adv=x_adv, robust=robust, grad_evals=attack.grad_evals)

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from pabench.adversarial.models import METHODS, build
+from pabench.attacks.models import METHODS, build
 
-log = logging.getLogger("pabench.adversarial")
+log = logging.getLogger("pabench.attacks")
 
 
 @dataclass
@@ -72,7 +72,7 @@ def pgd_linf(model, x, y, eps: float, steps: int, step: float, random_start: boo
     return (x + delta).detach()
 
 
-def _loss(s: ZooSettings, model, x, y):
+def zoo_loss(s: ZooSettings, model, x, y):
     """The training loss of one batch; `s.eps` is the radius of this step (ramped by train_zoo)."""
     if s.method in ("undefended", "jpeg_rs"):
         return F.cross_entropy(model(x), y)
@@ -134,7 +134,7 @@ def train_zoo(s: ZooSettings, images: np.ndarray, labels: np.ndarray, num_classe
             x, y = augment(as_float(x_all[idx].to(device)), s.augment, gen), y_all[idx].to(device)
             x = x.contiguous(memory_format=layout)
             ramp = min(1.0, (epoch + k / steps) / s.eps_warmup) if s.eps_warmup > 0 else 1.0
-            loss = _loss(replace(s, eps=s.eps * ramp) if ramp < 1 else s, net, x, y)
+            loss = zoo_loss(replace(s, eps=s.eps * ramp) if ramp < 1 else s, net, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -41,12 +41,13 @@ import urllib.parse
 import warnings
 from pathlib import Path
 
+SRC = Path(__file__).resolve().parents[2]   # the folder holding pabench/, for servers spawned
 MODES = ("offline", "online", "disabled")
 # Files above this size are logged as references (path + checksum), not copied.
 COPY_LIMIT = 50 * 2**20
 
 
-log = logging.getLogger("pabench.tracking")
+log = logging.getLogger("pabench.runtime.tracking")
 
 
 def _warn(msg: str) -> None:
@@ -254,7 +255,7 @@ def open_run(*, mode: str = "offline", owner=None, **kwargs):
     mode = resolve_mode(mode)
     if mode != "disabled" and _server_wanted():
         try:
-            owner = owner or _snakemake_ancestor()
+            owner = owner or snakemake_ancestor()
             # the run directory root of offline runs: the server starts its wandb-core early
             root = str(Path(kwargs.get("directory", "data/wandb")).resolve()) \
                 if mode == "offline" else ""
@@ -279,11 +280,11 @@ def start_server(config: dict | None = None, argv: list[str] | None = None) -> N
     try:
         mode = ((config or {}).get("wandb") or {}).get("mode", "offline")
         if mode in ("offline", "online") and _server_wanted() and \
-                sys.platform.startswith("linux") and not _runs_no_job(sys.argv if argv is None
+                sys.platform.startswith("linux") and not runs_no_job(sys.argv if argv is None
                                                                       else argv):
             root = str(Path((config or {}).get("wandb", {}).get("dir", "data/wandb")).resolve()) \
                 if mode == "offline" else ""
-            sock = _connect((os.getpid(), _proc_stat(os.getpid())[1]), root)
+            sock = _connect((os.getpid(), proc_stat(os.getpid())[1]), root)
             if sock is not None:
                 sock.close()  # it listens already; it imports wandb in the background
     except Exception as err:  # noqa: BLE001
@@ -301,7 +302,7 @@ _NO_JOBS = {"--dry-run", "--dryrun", "--lint", "--list", "--list-rules", "--list
             "--conda-cleanup-envs", "--version", "--help"}
 
 
-def _runs_no_job(argv: list[str]) -> bool:
+def runs_no_job(argv: list[str]) -> bool:
     for arg in argv[1:]:
         if arg.split("=", 1)[0] in _NO_JOBS:
             return True
@@ -321,8 +322,8 @@ def switched_on(variable: str, environ=None) -> bool:
     return value.strip().lower() not in ("0", "off", "false", "no")
 
 
-class _Channel:
-    """Length-prefixed pickles over a Unix stream socket (same user only, see `_socket_dir`)."""
+class Channel:
+    """Length-prefixed pickles over a Unix stream socket (same user only, see `socket_dir`)."""
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
@@ -356,7 +357,7 @@ class RemoteTracker:
     def __init__(self, sock: socket.socket, mode: str, kwargs: dict):
         self.mode = mode
         self._kwargs = kwargs
-        self._chan = _Channel(sock)
+        self._chan = Channel(sock)
         self._open = True
         self._taken = False  # by the server's child
         self._kept: list[tuple] = []
@@ -506,17 +507,18 @@ def _is_open(fd: int) -> bool:
         return False
 
 
-def _proc_stat(pid: int) -> tuple[int, str]:
+def proc_stat(pid: int) -> tuple[int, str]:
     """Parent pid and start time (clock ticks since boot) of a process, from /proc."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
     return int(fields[1]), fields[19]
 
 
-def _snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
+def snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
     """(pid, start time) of the nearest ancestor process running Snakemake (Linux only): the
     process a run server belongs to.  None where there is none (a script run by hand).  A job run
-    by the job server (pabench.jobserver, whose parent is not Snakemake) is told it by OWNER_ENV."""
+    by the job server (pabench.runtime.jobserver, whose parent is not Snakemake) is told it by
+    OWNER_ENV."""
     if not sys.platform.startswith("linux"):
         return None
     pid, _, start = os.environ.get(OWNER_ENV, "").partition(":")
@@ -527,7 +529,7 @@ def _snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
         if pid <= 1:
             return None
         try:
-            ppid, start = _proc_stat(pid)
+            ppid, start = proc_stat(pid)
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:3]
         except (OSError, ValueError, IndexError):
             return None
@@ -537,14 +539,14 @@ def _snakemake_ancestor(levels: int = 6) -> tuple[int, str] | None:
     return None
 
 
-def _alive(owner: tuple[int, str]) -> bool:
+def alive(owner: tuple[int, str]) -> bool:
     try:
-        return _proc_stat(owner[0])[1] == owner[1]  # the same process, not a reused pid
+        return proc_stat(owner[0])[1] == owner[1]  # the same process, not a reused pid
     except (OSError, ValueError, IndexError):
         return False
 
 
-def _socket_dir() -> Path:
+def socket_dir() -> Path:
     """A directory only this user can enter (so only this user can reach a server)."""
     base = Path(os.environ.get("TMPDIR") or "/tmp")
     if len(str(base)) > 60:  # a Unix socket path holds at most 107 bytes
@@ -574,10 +576,10 @@ def _server_address(owner: tuple[int, str]) -> Path:
     import hashlib
 
     key = f"{owner[0]}:{owner[1]}:{sys.executable}:{_STAMP}"
-    return _socket_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.sock"
+    return socket_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.sock"
 
 
-def _try_connect(path: Path) -> socket.socket | None:
+def try_connect(path: Path) -> socket.socket | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(path))
@@ -594,14 +596,14 @@ def _connect(owner: tuple[int, str], root: str = "",
     import fcntl
 
     path = _server_address(owner)
-    sock = _try_connect(path)
+    sock = try_connect(path)
     if sock is not None:
         return sock
     if _code_stamp() != _STAMP:  # a server would run other code than this job
         return None
     with open(path.with_suffix(".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one job starts the server, the others wait for it
-        sock = _try_connect(path)
+        sock = try_connect(path)
         if sock is not None:
             return sock
         with contextlib.suppress(FileNotFoundError):
@@ -609,11 +611,11 @@ def _connect(owner: tuple[int, str], root: str = "",
         proc = _spawn_server(path, owner, root)
         deadline = time.monotonic() + start_timeout
         while time.monotonic() < deadline:
-            sock = _try_connect(path)  # it listens before it imports wandb
+            sock = try_connect(path)  # it listens before it imports wandb
             if sock is not None:
                 return sock
             if proc.poll() is not None:  # it exits once it listens (see serve), or fails
-                sock = _try_connect(path)
+                sock = try_connect(path)
                 if sock is not None:
                     return sock
                 break
@@ -624,8 +626,8 @@ def _connect(owner: tuple[int, str], root: str = "",
 
 
 def _spawn_server(path: Path, owner: tuple[int, str], root: str = ""):
-    return spawn_detached(path, "pabench.tracking", [str(owner[0]), owner[1], root, os.getcwd(),
-                                                     _STAMP])
+    return spawn_detached(path, "pabench.runtime.tracking",
+                          [str(owner[0]), owner[1], root, os.getcwd(), _STAMP])
 
 
 def spawn_detached(path: Path, module: str, args: list[str]):
@@ -634,9 +636,8 @@ def spawn_detached(path: Path, module: str, args: list[str]):
     `path` with the suffix .log.  Used by the W&B run server and the job server."""
     import subprocess
 
-    package_root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with open(path.with_suffix(".log"), "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", f"from {module} import serve; serve()", str(path), *args],
@@ -675,7 +676,7 @@ def serve(argv=None) -> None:
                 return
             conn.settimeout(30)  # a job sends these right after connecting
             _, fds, _, _ = socket.recv_fds(conn, 1, 2)
-            chan = _Channel(conn)
+            chan = Channel(conn)
             _, spec = chan.recv()
             conn.settimeout(None)
             token = _core_token(cores, children, spec)
@@ -724,7 +725,7 @@ def serve(argv=None) -> None:
                 accept()
             if ready or children:
                 last_busy = time.monotonic()
-            elif not _alive(owner) or time.monotonic() - last_busy > SERVER_IDLE_TIMEOUT:
+            elif not alive(owner) or time.monotonic() - last_busy > SERVER_IDLE_TIMEOUT:
                 break
     finally:
         # Stop new connections (a job then starts a new server), then serve those already queued.
@@ -739,7 +740,7 @@ def serve(argv=None) -> None:
         reap(block=True)  # the runs still open, then their shared wandb-core
         for core in cores.values():
             core.stop()
-        if not _alive(owner):  # nobody will use this server's address again
+        if not alive(owner):  # nobody will use this server's address again
             for suffix in (".lock", ".log"):
                 with contextlib.suppress(OSError):
                     leftover = Path(path).with_suffix(suffix)
@@ -778,7 +779,7 @@ def _module_list() -> Path:
     import wandb
 
     key = f"{sys.executable}:{sys.version}:{wandb.__version__}:{_STAMP}"
-    return _socket_dir() / f"modules-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
+    return socket_dir() / f"modules-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
 
 
 def _learn_imports(names: list[str]) -> None:
@@ -969,7 +970,7 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def _serve_run(chan: _Channel, fds: list[int], spec: dict, core_token: str | None) -> None:
+def _serve_run(chan: Channel, fds: list[int], spec: dict, core_token: str | None) -> None:
     """In a forked child of the server: one job's run, from its "init" to its "finish"."""
     code, private = 0, None
     messages: list[str] = []

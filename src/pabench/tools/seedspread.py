@@ -1,10 +1,10 @@
 """Judge a run against a reference run by the spread over seeds:
 
-    python -m pabench.compare REF_RUN CAND_RUN --seed-spread [--also data/results]
+    python -m pabench.tools.compare REF_RUN CAND_RUN --seed-spread [--also data/results]
                               [--tolerances FILE] [--alpha 0.01]
 
 A run that trains its models on another device (a GPU against a CPU) gets other models, which
-differ from the reference's like another seed's: per-value tolerances (pabench.tolerances) do
+differ from the reference's like another seed's: per-value tolerances (pabench.tools.tolerances) do
 not hold for them.  This mode asks instead whether the candidate's seeds look like more seeds of
 the reference run.
 
@@ -12,7 +12,7 @@ Seed-resolved tables.  A CSV is seed-resolved when it has a `seed` column and ea
 seeds with the same number of rows each (the runs may have other seeds, and other numbers of
 them).  The i-th row of every seed is one *cell* (a model, attack, eps, ...); a cell's text
 columns must be the same for every seed, else the file is not seed-resolved.  Cells are paired
-between the runs as pabench.compare pairs rows (by their text columns where those name every
+between the runs as pabench.tools.compare pairs rows (by their text columns where those name every
 cell once, otherwise by position).  True/False counts as 1/0.  A numeric column is
 - a *parameter* when each cell has one value for all its seeds in both runs (eps, n, lambda):
   compared per value, exactly or within its tolerance rule, like the text columns;
@@ -47,7 +47,7 @@ A one-seed file whose every row is in a seed-resolved file of its run is judged 
 workflow writes each seed's results to a file named by the seed, then merges them (with other
 seeds, those files are in one run only).  Any other file in one run only, and a difference in
 the structure, text or parameters of a seed-resolved file, is a difference, as in
-pabench.compare.
+pabench.tools.compare.
 """
 from __future__ import annotations
 
@@ -60,9 +60,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from pabench.compare import (CLAIMS, FIGURES, KEY_COLUMNS, Report, _float, _read, check_column,
-                             compare_claims, compare_csv, csv_files, match_rows)
-from pabench.tolerances import EXACT, TIMING_COLUMNS, Rule, Tolerances, is_timing
+from pabench.tools.csvdiff import (CLAIMS, FIGURES, KEY_COLUMNS, Report, check_column, compare_claims,
+                                   compare_csv, csv_files, match_rows, number, read_cells)
+from pabench.tools.tolerances import EXACT, TIMING_COLUMNS, Rule, Tolerances, is_timing
 
 SEED = "seed"
 # Class indices (globs on the lower-case column name): their mean over seeds means nothing.
@@ -129,7 +129,7 @@ def _numbers(column: pd.Series) -> np.ndarray | None:
     """The column as floats (True/False as 1/0, empty as NaN), or None if a cell is text."""
     out = []
     for text in column:
-        x = {"True": 1.0, "False": 0.0}.get(text, _float(text))
+        x = {"True": 1.0, "False": 0.0}.get(text, number(text))
         if x is None:
             return None
         out.append(x)
@@ -315,7 +315,7 @@ def compare_seed_spread(ref: Path, cand: Path, also: list[str] = (),
     tables, seeded, why = {}, {}, {}
     for rel in shared:
         try:
-            tables[rel] = a, b = _read(ref / rel), _read(cand / rel)
+            tables[rel] = a, b = read_cells(ref / rel), read_cells(cand / rel)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             why[rel] = "not readable as a table"
             continue
@@ -347,7 +347,7 @@ def compare_seed_spread(ref: Path, cand: Path, also: list[str] = (),
     # (erm-s3.csv against erm-s0.csv when the runs have other seeds).
     for rel, run in alone:
         try:
-            merged = merged_into(_read((ref, cand)[run] / rel), run, seeded, tables)
+            merged = merged_into(read_cells((ref, cand)[run] / rel), run, seeded, tables)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
             merged = None
         if merged:
