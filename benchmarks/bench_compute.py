@@ -51,6 +51,7 @@ from pabench.tools import workload
 from pabench.core import resources
 from pabench.core.config import load
 from pabench.experiments.adversarial import plan as adv
+from pabench.experiments.oodrb import plan as oodrb
 
 A100_RESNET50_TF32 = 938.0   # images/s, published (see the module docstring)
 H100_OVER_A100 = 2.0         # assumed
@@ -67,9 +68,13 @@ MIN_GPU_S = 0.2
 SIGMA = 0.1                  # noise of the timed MC and MMSE copies (cost does not depend on it)
 GPU_COUNTS = (1, 8, 32)
 WHAT_IF = "pa-imagenet"
+OODRB_WHAT_IF = "oodrb-imagenet"
+WHAT_IFS = (WHAT_IF, OODRB_WHAT_IF)   # reported apart, not in the totals
 EXPERIMENTS = {**workload.EXPERIMENTS,
                WHAT_IF: "PA paper: ImageNet, Figures 17-18 (only with adversarial.imagenet.folder; "
-                        "not in the totals)"}
+                        "not in the totals)",
+               OODRB_WHAT_IF: "OODRobustBench: the ImageNet setup (only with its folders; not in "
+                              "the totals)"}
 
 
 class FlopCount(FlopCounterMode):
@@ -146,11 +151,13 @@ def _build(net: workload.Net, config: dict, device: torch.device) -> torch.nn.Mo
         from pabench.attacks import robustbench
 
         if device.type == "cuda":
-            return robustbench.load(net.arch, net.dataset, "data/robustbench", device, "random")
+            return robustbench.load(net.arch, net.dataset, "data/robustbench", device, "random",
+                                    net.threat)
         # RobustBench's composite models (Bai2023Improving_edm) move constants to CUDA in their
         # constructor; without a GPU they stay on the CPU.
         with mock.patch.object(torch.Tensor, "cuda", lambda self, *a, **k: self):
-            return robustbench.load(net.arch, net.dataset, "data/robustbench", "cpu", "random")
+            return robustbench.load(net.arch, net.dataset, "data/robustbench", "cpu", "random",
+                                    net.threat)
     if net.source == "dg":
         from pabench.models import Classifier
 
@@ -479,7 +486,7 @@ def print_summary(priced, config) -> None:
     print("| --- | ---: | ---: | ---: | ---: | --- | " + " | ".join("---:" for _ in GPU_COUNTS) + " |")
     for name in [*EXPERIMENTS, None]:
         part = [p for p in priced if p["work"].experiment == name
-                or name is None and p["work"].experiment != WHAT_IF]
+                or name is None and p["work"].experiment not in WHAT_IFS]
         gpu = workload.job_totals((p["work"].job, p["gpu_s"]) for p in part if p["gpu_s"] is not None)
         if not gpu:
             continue
@@ -492,7 +499,7 @@ def print_summary(priced, config) -> None:
               f"{fmt(cpu_gpu_jobs)} | {fmt(cpu_jobs)} | {fmt(sum(gpu.values()) / 3600)} | "
               f"`{longest}` {hours(gpu[longest])} | {walls} |")
     gpu = workload.job_totals((p["work"].job, p["gpu_s"]) for p in priced
-                              if p["gpu_s"] is not None and p["work"].experiment != WHAT_IF)
+                              if p["gpu_s"] is not None and p["work"].experiment not in WHAT_IFS)
     print("\n### Longest job of each GPU rule against its declared runtime (resources.yaml)\n")
     print(f"| rule | jobs | longest job | GPU time ({how}) "
           "| declared runtime |")
@@ -541,6 +548,22 @@ def imagenet_what_if(config: dict) -> list:
             if w.job.startswith("adv_attack imagenet/")]
 
 
+def oodrb_imagenet_what_if(config: dict) -> list:
+    """The OODRobustBench ImageNet setups' jobs as if their folders were set (they run only then),
+    reported apart from the totals; none for a setup the config builds anyway."""
+    on = copy.deepcopy(config)
+    missing = []
+    for name in oodrb.setup_names(config):
+        if oodrb.missing_folders(oodrb.for_setup(config, name)):
+            s = on["oodrb"]["setups"][name]
+            s["imagenet"] = {**s.get("imagenet", {}), "folder": "(ImageNet)", "c_folder": "(ImageNet-C)"}
+            s["natural_folders"] = {n: f"({n})" for n in oodrb.for_setup(config, name)["oodrb"]["natural"]}
+            missing.append(name)
+    tags = {oodrb.tag(oodrb.for_setup(on, name)) for name in missing}
+    return [dataclasses.replace(w, experiment=OODRB_WHAT_IF) for w in workload.ood(on)
+            if w.job.split()[1].split("/")[0] in tags]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--configfile", nargs="+", default=["workflow/config/paper.yaml"])
@@ -560,7 +583,7 @@ def main():
           f"torch {torch.__version__}, 1 thread; config {' + '.join(args.configfile)}")
     if measured_gpu:
         print(f"GPU: {torch.cuda.get_device_name(device)}, GPU jobs' passes timed there")
-    works = workload.work(config) + imagenet_what_if(config)
+    works = workload.work(config) + imagenet_what_if(config) + oodrb_imagenet_what_if(config)
     rate = gpu_rate()
     print(f"{len(works)} counted parts of {len({w.job for w in works})} jobs; assumed sustained "
           f"H100 rate {rate / 1e12:.1f} TFLOP/s\n")

@@ -113,7 +113,8 @@ def test_corruptions_are_generated_only_with_our_generator():
     assert units(generated, "oodrb", "corruption image") == len(o["corruptions"]) * 5 * o["n_shift"] \
         == 750_000
     # every model attacks the ID set, every corrupted and every natural image with MM5
-    shifts = [w for w in workload.work(PAPER) if w.rule in ("oodrb_shifts", "oodrb_shift_scores")]
+    shifts = [w for w in workload.work(PAPER) if w.rule in ("oodrb_shifts", "oodrb_shift_scores")
+              and w.job.split()[1].startswith("cifar10/")]   # the base setup
     # the RobustBench models of Table 1 and the published ST models (RobustBench's Standard is
     # a RobustBench architecture, the others zoo architectures); none is trained
     st = [m["published"] for m in o["zoo"]["models"]]
@@ -138,6 +139,28 @@ def test_text_views_are_a_forward_pass_of_every_review_per_view():
     assert units(changed(text__enabled=False), "pa-text", "forward") == 0
     net = next(w.net for w in workload.work(PAPER) if w.experiment == "pa-text")
     assert net.shape == (t["max_length"],) and net.classes == 2
+
+
+def test_every_built_setup_is_counted_with_its_own_models_norm_and_threats():
+    """The L2 setup's RobustBench L2 models (MM5 under L2, its threats) under its tag; the
+    ImageNet setup only once its folders are set; the shared CIFAR-10 shift files once."""
+    o, l2 = PAPER["oodrb"], PAPER["oodrb"]["setups"]["l2"]
+    jobs = {w.job for w in workload.work(PAPER) if w.experiment == "oodrb"}
+    for model in l2["robustbench"]:
+        assert f"oodrb_shifts l2/{model}" in jobs
+    nets = {w.net for w in workload.work(PAPER) if w.job.startswith("oodrb_shifts l2/")}
+    assert {n.threat for n in nets if n.source == "robustbench" and n.arch in l2["robustbench"]} \
+        == {"L2"}
+    assert not any(j.split()[1].startswith("imagenet/") for j in jobs)   # no folders: not built
+    folders = changed(**{"oodrb__setups__imagenet__imagenet__folder": "/in", "oodrb__setups__"
+                         "imagenet__imagenet__c_folder": "/in-c", "oodrb__setups__imagenet__"
+                         "natural_folders": {n: "/x" for n in o["setups"]["imagenet"]["natural"]}})
+    imagenet = [w for w in workload.work(folders) if w.job.startswith("oodrb_shifts imagenet/")]
+    assert imagenet and all(w.net.shape == (3, 224, 224) and w.net.classes == 1000
+                            for w in imagenet)
+    generated = changed(oodrb__corruption_source="generator")
+    made = [w.job for w in workload.work(generated) if w.unit == "corruption image"]
+    assert len(made) == len(set(made)) == len(o["corruptions"])   # the base and L2 share them
 
 
 def test_split_shifts_moves_each_shifts_attack_into_a_job_of_its_own():

@@ -49,12 +49,16 @@ DATASETS = {
     "mnist32": Dataset(4_000, 1_000, (3, 32, 32), 10),
     "cifar10": Dataset(50_000, 10_000, (3, 32, 32), 10),
     "cifar100": Dataset(50_000, 10_000, (3, 32, 32), 100),
+    # ImageNet (OODRobustBench's setup): no training; the test set is the authors' id list
+    "imagenet": Dataset(0, 4_999, (3, 224, 224), 1000),
 }
 IMDB_TEST = 25_000   # test reviews of the IMDB archive (what a text size of null means)
 # Images of each natural shift (../shared/REFERENCE.md; CINIC-10: the first 10,000 ImageNet-derived
 # test images, `load_cinic10`'s default; digit shifts: sklearn's digits, 60 font digits per class).
 NATURAL = {"cifar10.1": 2_000, "cifar10.2": 2_000, "cinic10": 10_000, "cifar10r": 6_837,
-           "sklearn_digits": 1_797, "font_digits": 600}
+           "sklearn_digits": 1_797, "font_digits": 600,
+           # ImageNet's: the authors' id lists (pabench/datasets/image_ids)
+           "imagenet-v2": 10_000, "imagenet-a": 7_500, "imagenet-r": 30_000, "objectnet": 17_261}
 EXPERIMENTS = {"pa-adversarial": "PA paper: adversarial (CIFAR-10)",
                "pa-dg": "PA paper: DiagViB-6, domain generalisation, model selection",
                "pa-text": "PA paper: text shifts (IMDB, DistilBERT; Figure 10)",
@@ -72,6 +76,7 @@ class Net:
     shape: tuple[int, int, int]
     classes: int
     dataset: str = ""
+    threat: str = "Linf"     # robustbench: the leaderboard of the id (Linf | L2)
 
 
 @dataclass
@@ -324,18 +329,30 @@ def _case_study(job, net, s, n_test) -> list[Work]:
 
 # ------------------------------------------------------------------ OODRobustBench
 def ood(config: dict) -> list[Work]:
+    """Every OODRobustBench setup the config builds (an ImageNet setup only with its folders);
+    a dataset's shifted images once, by the first setup on it (the others share them)."""
+    out, made = [], set()
+    for setup in oodrb.setup_names(config):
+        cfg = oodrb.for_setup(config, setup)
+        if not oodrb.missing_folders(cfg):
+            out += _ood_setup(cfg, makes_data=oodrb.dataset(cfg) not in made)
+            made.add(oodrb.dataset(cfg))
+    return out
+
+
+def _ood_setup(config: dict, makes_data: bool = True) -> list[Work]:
     o, out = config["oodrb"], []
-    ds = oodrb.dataset(config)
+    ds, tag = oodrb.dataset(config), oodrb.tag(config)
     data = DATASETS[ds]
     n_test = _size(o["n_test"], data.test)
     n_shift = n_test if o["n_shift"] is None else min(o["n_shift"], n_test)
     published = o["corruption_source"] == "published"
-    if published:
+    if published and ds != "imagenet":   # (ImageNet-C: the ID test images, corrupted)
         n_shift = _size(o["n_shift"], data.test)
     # images per dataset shift: a corruption at every severity, or a natural shift
     per_shift = {c: n_shift * len(o["severities"]) for c in o["corruptions"]}
     per_shift.update({s: _size(o["n_natural"], NATURAL[s]) for s in o["natural"]})
-    if not published:
+    if not published and makes_data:
         for c in o["corruptions"]:
             out.append(Work("oodrb", f"oodrb_shift {ds}/{c}", None, "corruption image",
                             per_shift[c], {"corrupt": per_shift[c]}))
@@ -344,21 +361,22 @@ def ood(config: dict) -> list[Work]:
         spec = oodrb.zoo(config)[name]
         net = Net("zoo", spec["arch"], data.shape, data.classes)
         steps = _size(o["n_train"], data.train) // spec["batch_size"]
-        out.append(_epochs("oodrb", f"oodrb_train {ds}/{name}", net,
+        out.append(_epochs("oodrb", f"oodrb_train {tag}/{name}", net,
                            _zoo_kind(spec["method"], spec["pgd_steps"]), spec["epochs"],
                            steps * spec["batch_size"]))
-        out.append(Work("oodrb", f"oodrb_train {ds}/{name}", net, "forward", n_test,
+        out.append(Work("oodrb", f"oodrb_train {tag}/{name}", net, "forward", n_test,
                         {"fwd": n_test}))
+    threat = oodrb.norm(config)
     for model in oodrb.models(config):
         arch = oodrb.zoo(config)[model]["arch"] if model in oodrb.zoo(config) else None
-        net = (Net("robustbench", model, data.shape, data.classes, "cifar10") if arch is None else
-               Net("robustbench", arch.split("/", 1)[1], data.shape, data.classes, "cifar10")
+        net = (Net("robustbench", model, data.shape, data.classes, ds, threat) if arch is None else
+               Net("robustbench", arch.split("/", 1)[1], data.shape, data.classes, ds)
                if arch.startswith("robustbench/") else
                Net("zoo", arch, data.shape, data.classes))
-        job = f"oodrb_shifts {ds}/{model}"
+        job = f"oodrb_shifts {tag}/{model}"
         # ID and every shifted set: clean, MM5, adversarial; with split_shifts, each shift in a
         # job of its own (which also scores the ID images clean, for PA's pairs)
-        parts = ([(f"oodrb_shift_scores {ds}/{model}/{s}", n, n_test)
+        parts = ([(f"oodrb_shift_scores {tag}/{model}/{s}", n, n_test)
                   for s, n in per_shift.items()] if oodrb.split_shifts(config) else
                  [(job, sum(per_shift.values()), 0)])
         for part, images, clean_id in [(job, n_test, 0), *parts]:
@@ -375,10 +393,10 @@ def ood(config: dict) -> list[Work]:
                         _add(_step(n_threat * threat_steps),
                              {"fwd": n_threat * (1 + len(oodrb.threats(config)))})))
         if model in oodrb.table3_models(config):
-            out.append(_table3(config, f"oodrb_attacks {ds}/{model}", net, n_test, mm))
+            out.append(_table3(config, f"oodrb_attacks {tag}/{model}", net, n_test, mm))
     for model in oodrb.table3_only(config):   # RobustBench models of Table 3 alone
-        net = Net("robustbench", model, data.shape, data.classes, "cifar10")
-        out.append(_table3(config, f"oodrb_attacks {ds}/{model}", net, n_test, mm))
+        net = Net("robustbench", model, data.shape, data.classes, ds, threat)
+        out.append(_table3(config, f"oodrb_attacks {tag}/{model}", net, n_test, mm))
     return out
 
 
