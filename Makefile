@@ -19,10 +19,10 @@ workflow: env
 test: env browser
 	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests
 
-# The unit tests only (no Snakemake run), on every core (at most 4 workers; pytest-xdist), under
-# 2 minutes on 2 cores.
+# The unit tests only, those marked slow left out (no Snakemake run, no subprocess or job server,
+# no large model: `make test` runs them), on every core (at most 4 workers; pytest-xdist).
 test-fast: env
-	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 tests/unit
+	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 -m "not slow" tests/unit
 
 # The SLURM profile on a real single-node Slurm (Debian's packages, installed if missing, started
 # and always stopped by tests/slurm/cluster.sh; needs root): the test-scale workflow through

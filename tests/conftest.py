@@ -43,6 +43,18 @@ def planned(root, *args) -> list[tuple[str, str]]:
     return jobs
 
 
+def pytest_configure(config):
+    """pytest-xdist's workers share the cores: each gets its share of them as torch threads.
+    Torch's default (every core per worker) oversubscribes them, and OpenMP threads spinning at
+    each small operation's barrier for a core another worker holds slow the unit tests several
+    times over (pabench.core.threads explains the effect)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+
+
 @pytest.fixture
 def workdir(tmp_path):
     """A copy of the workflow in a fresh directory (outputs never touch the repository)."""

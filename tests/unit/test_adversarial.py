@@ -251,6 +251,7 @@ def test_robustbench_random_weights_build_the_architecture_offline(tmp_path):
         robustbench.load("Wong2020Fast", "cifar10", tmp_path, weights="pretrained")
 
 
+@pytest.mark.slow
 def test_imagenet_jpeg_rs_model_at_256_px_on_foolbox_images(tmp_path):
     """The paper's ImageNet inputs (256 x 256) from the real ImageNet images that ship with
     foolbox, laid out as a folder by class index (their labels kept), through a RobustBench

@@ -787,6 +787,7 @@ def _subprocess(*args, cwd=None):
 
 @pytest.mark.parametrize("name", ["pa: text named .npy", "avgcase: mat1 and mat2",
                                   "corrupt: images above 255", "oodrb: --arch-kwargs a list"])
+@pytest.mark.slow
 def test_through_a_subprocess_the_exit_status_is_2_and_stderr_one_line(name, good, tmp_path):
     """The user's view, with every warning an error: exit status 2, one stderr line, no
     traceback, nothing written."""

@@ -68,6 +68,7 @@ def comparable(run):
     return run
 
 
+@pytest.mark.slow
 def test_a_served_run_reads_back_like_an_in_process_one(tmp_path, owner, monkeypatch):
     kwargs = dict(group="g", job_type="jt", name="n", config={"a": 1, "nested": {"b": [1, 2]}},
                   tags=["test"])
@@ -87,6 +88,7 @@ def test_a_served_run_reads_back_like_an_in_process_one(tmp_path, owner, monkeyp
     assert b["metrics"] == {"x": 3.0, "y": 2} and set(b["media"]) == {"tab", "fig"}
 
 
+@pytest.mark.slow
 def test_warnings_of_a_served_run_reach_the_job_log(tmp_path, owner, caplog):
     with caplog.at_level(logging.WARNING, logger="pabench"):
         t = open_run(mode="offline", owner=owner, directory=str(tmp_path), name="n")
@@ -97,6 +99,7 @@ def test_warnings_of_a_served_run_reach_the_job_log(tmp_path, owner, caplog):
     assert offline_runs(tmp_path)[0]["metrics"] == {"x": 1}
 
 
+@pytest.mark.slow
 def test_a_job_that_dies_leaves_its_run_marked_failed(tmp_path, owner):
     from wandb.proto import wandb_internal_pb2 as pb
 
@@ -128,6 +131,7 @@ def test_no_server_without_snakemake_or_when_switched_off(tmp_path, owner, monke
     assert not isinstance(open_run(mode="disabled", owner=owner), RemoteTracker)
 
 
+@pytest.mark.slow
 def test_the_server_exits_with_its_owner(tmp_path):
     proc = subprocess.Popen(["sleep", "300"])
     owner = identity(proc.pid)

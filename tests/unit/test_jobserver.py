@@ -14,7 +14,9 @@ import pytest
 
 from pabench.runtime import jobserver, tracking
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+# slow: each test starts a job server that preloads PyTorch, or a Python process of its own.
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only"),
+              pytest.mark.slow]
 
 SCRIPT = textwrap.dedent("""\
     from pabench.runtime.jobserver import delegate; delegate()

@@ -97,6 +97,7 @@ def test_cli_identical_inputs_print_infinite_beta(tmp_path, capsys):
     assert out["pa"] == pytest.approx(math.log(3))
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((3, 2)))
     np.save(tmp_path / "b.npy", np.zeros((4, 2)))

@@ -73,6 +73,7 @@ def test_a_bad_entry_is_refused():
         registry.Paper("pa", "title", (entry, entry))
 
 
+@pytest.mark.slow
 def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
     """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
     needs_torch = {"fig08", "fig11", "fig13"}  # logits files, checkpoints, rendered images
