@@ -34,7 +34,7 @@ test-slurm: env
 
 # The same tests on the two toy figures' jobs only (.ci/run runs it after `make test`).
 test-slurm-ci: env
-	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 PABENCH_SLURM_TARGETS="figures/pa/fig01.pdf figures/pa/fig02.pdf" \
+	PATH="$(BIN):$$PATH" PABENCH_SLURM=1 PABENCH_SLURM_TARGETS="figures/pa/fig1.pdf figures/pa/fig2.pdf" \
 		bash tests/slurm/cluster.sh run python -m pytest -q -s -p no:cacheprovider tests/slurm
 
 # Snakemake's offline HTML report of the current results (figures, tables, claims, timings).

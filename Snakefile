@@ -1,7 +1,7 @@
 # pabench: regenerate the figures and tables of the robustness papers.
 #   snakemake --cores all                                   # default (quick) scale, every paper
 #   snakemake --cores all pa                                # one paper
-#   snakemake --cores all figures/pa/fig01.pdf              # one figure
+#   snakemake --cores all figures/pa/fig1.pdf              # one figure
 #   snakemake --cores all --configfile workflow/config/test.yaml
 import sys
 from pathlib import Path

@@ -1,6 +1,6 @@
 """The job server's gain: the same Snakemake jobs with and without it, in one process.
 
-    python benchmarks/bench_job_server.py [--repeats 2] [--cores 2] [--target figures/pa/fig03.pdf]
+    python benchmarks/bench_job_server.py [--repeats 2] [--cores 2] [--target figures/pa/fig3.pdf]
 
 A scratch copy of the workflow (pabench.tools.campaign.prepare) builds `--target` at the test
 scale from nothing, once with PABENCH_JOB_SERVER=0 (every job imports torch, pandas, ... itself: the
@@ -47,7 +47,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--target", default="figures/pa/fig03.pdf")
+    ap.add_argument("--target", default="figures/pa/fig3.pdf")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="pabench-jobserver-")) / "w"
     prepare(REPO, work)

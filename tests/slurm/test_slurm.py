@@ -124,14 +124,14 @@ def test_every_job_ran_on_slurm_and_outputs_equal_a_local_run(runs):
 
 def test_a_failing_job_is_reported_as_failed(runs):
     _, cluster, _ = runs
-    # pa_fig01 reads the Bernoulli toy table; a broken table makes its job fail on the node.
+    # pa_fig1 reads the Bernoulli toy table; a broken table makes its job fail on the node.
     (cluster / "data/results/toy/bernoulli.csv").write_text("not,a\ntable\n")
-    for path in (cluster / "figures/pa").glob("fig01.*"):
+    for path in (cluster / "figures/pa").glob("fig1.*"):
         path.unlink()
     start = time.monotonic()
-    proc = slurm_snakemake(cluster, "figures/pa/fig01.pdf", *TEST)  # targets before --configfile
+    proc = slurm_snakemake(cluster, "figures/pa/fig1.pdf", *TEST)  # targets before --configfile
     print(f"\nfailing job reported in {time.monotonic() - start:.0f} s")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, _tail(proc)
     assert "has been submitted with SLURM jobid" in out
-    assert "Error in rule pa_fig01" in out and re.search(r"SLURM-job '\d+' failed", out), _tail(proc)
+    assert "Error in rule pa_fig1" in out and re.search(r"SLURM-job '\d+' failed", out), _tail(proc)

@@ -137,7 +137,7 @@ def test_adversarial_figure_averages_the_seeds_and_counts_the_degenerate_ones(tm
 
     files = [_scores_file(tmp_path, "undefended", 0, True), _scores_file(tmp_path, "undefended", 1, False),
              _scores_file(tmp_path, "Standard", None, True)]
-    out = tuple(str(tmp_path / f"fig03.{e}") for e in ("pdf", "png", "csv"))
+    out = tuple(str(tmp_path / f"fig3.{e}") for e in ("pdf", "png", "csv"))
     figures.ar_figure({"tables": files}, out, {"caption": "c", "scale": "test"}, "pgd",
                       ["undefended", "Standard"])
     data = read_table(out[2]).set_index(["model", "ar"])
@@ -171,8 +171,8 @@ def test_dg_figure7_and_table1_count_the_seeds_near_chance(tmp_path):
                        for a in ("erm", "irm") for s in (0, 1) for k in (1, 2)])
     path = tmp_path / "pa.csv"
     pa.to_csv(path, index=False)
-    out = tuple(str(tmp_path / f"fig07.{e}") for e in ("pdf", "png", "csv"))
-    figures.fig07({"table": str(path)}, out, {"caption": "c", "scale": "test"})
+    out = tuple(str(tmp_path / f"fig7.{e}") for e in ("pdf", "png", "csv"))
+    figures.fig7({"table": str(path)}, out, {"caption": "c", "scale": "test"})
     data = read_table(out[2])
     assert set(data[data.algorithm == "erm"].n_degenerate) == {1}
     assert set(data[data.algorithm == "irm"].n_degenerate) == {0} and set(data.n_seeds) == {2}

@@ -68,7 +68,7 @@ def test_a_bad_entry_is_refused():
         registry.Entry("pa", "figX", "m:f", "nowhere", "caption")
     with pytest.raises(ValueError, match="kind"):
         registry.Entry("pa", "figX", "m:f", "toy", "caption", kind="movie")
-    entry = registry.Entry("pa", "fig01", "m:f", "toy", "caption")
+    entry = registry.Entry("pa", "fig1", "m:f", "toy", "caption")
     with pytest.raises(ValueError, match="duplicate entries"):
         registry.Paper("pa", "title", (entry, entry))
 
@@ -76,7 +76,7 @@ def test_a_bad_entry_is_refused():
 @pytest.mark.slow
 def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
     """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
-    needs_torch = {"fig08", "fig11", "fig13"}  # logits files, checkpoints, rendered images
+    needs_torch = {"fig8", "fig11", "fig13"}  # logits files, checkpoints, rendered images
     modules = sorted({e.function.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
                      | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.runtime.workflow",
                         *claim_modules()})
@@ -172,11 +172,11 @@ def test_schema_enums_match_the_code():
 def test_resources_are_derived_from_a_runs_timing_table(tmp_path):
     timings = tmp_path / "timings.csv"
     timings.write_text("rule,jobs,total_s,mean_s,max_s,max_rss_mb,share,unreadable_files\n"
-                       "train_dg,3,900,300,400,1000,0.5,0\npa_fig01,1,2,2,2,100,0.1,0\n"
+                       "train_dg,3,900,300,400,1000,0.5,0\npa_fig1,1,2,2,2,100,0.1,0\n"
                        "pa_table1,1,1,1,1,300,0.1,0\ntotal,5,903,1,400,1000,1,0\n")
     got = resources.from_timings(timings)
     assert got["train_dg"] == {"mem_mb": 1536, "runtime": 10}   # 1000 MB * 1.5 -> 1536; 400 s * 1.5
-    assert got["pa_fig01"] == got["figure"] == {"mem_mb": 512, "runtime": 5}   # the floors
+    assert got["pa_fig1"] == got["figure"] == {"mem_mb": 512, "runtime": 5}   # the floors
     assert got["table"] == {"mem_mb": 512, "runtime": 5} and "total" not in got
 
 
@@ -192,8 +192,21 @@ def test_imagenet_results_asked_for_without_a_folder_name_the_key_to_set(monkeyp
     assert message.count("adversarial.imagenet.folder is null; set it to a folder of ImageNet "
                          "validation images in class subfolders") == 1
     # nothing to say for the paper, other figures, or once the folder is given
-    assert unbuildable(paper, ["pa", "pa_fig03", "figures/pa/fig16.pdf"]) == ""
+    assert unbuildable(paper, ["pa", "pa_fig3", "figures/pa/fig16.pdf"]) == ""
     given = {**paper, "adversarial": {**paper["adversarial"],
                                       "imagenet": {**paper["adversarial"]["imagenet"], "folder": "val"}}}
     assert imagenet <= {e.rule for e in PAPERS["pa"].enabled(given)}
     assert unbuildable(given, ["pa_fig17", "pa_models_imagenet"]) == ""
+
+
+def test_every_paper_names_its_outputs_by_one_scheme():
+    """fig<N> / table<N> with the paper's number unpadded (and a panel, range or setup suffix),
+    else a descriptive snake_case name."""
+    numbered = re.compile(r"(fig|table)[1-9][0-9]*[a-z]?(_[a-z0-9]+)*")
+    for paper in PAPERS.values():
+        for e in paper.entries:
+            if re.match(r"(fig|table)[0-9]", e.name):
+                assert numbered.fullmatch(e.name), f"{paper.key}.{e.name}"
+            else:
+                assert re.fullmatch(r"[a-z][a-z0-9_]*", e.name), f"{paper.key}.{e.name}"
+

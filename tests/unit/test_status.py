@@ -26,7 +26,7 @@ def test_the_readme_and_results_tables_are_the_registries():
 
 def test_status_cells_say_built_not_at_this_scale_or_what_is_needed(monkeypatch):
     rows = {r["file"]: r for r in status.rows(REPO)}
-    assert rows["figures/pa/fig01"]["quick"] == "yes"
+    assert rows["figures/pa/fig1"]["quick"] == "yes"
     assert rows["figures/oodrb/models"]["paper"] == "-"       # nothing is trained at paper scale
     assert rows["figures/pa/fig17"]["paper"] == "needs `adversarial.imagenet.folder`"
     assert status._label("Figure 7: PA (adam; exact) of ERM. More.") == ("Figure 7", "PA (adam; exact) of ERM")
@@ -48,7 +48,7 @@ def test_write_replaces_only_between_the_markers(tmp_path):
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith(f"{status.END}\nafter\n")
     assert f"{status.END}\nmid\n" in text and "OLD" not in text
-    assert "| `figures/pa/fig01` |" in text and "| PA robustness paper (TMLR) |" in text
+    assert "| `figures/pa/fig1` |" in text and "| PA robustness paper (TMLR) |" in text
     assert not status.write(readme, REPO)                     # already current
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="no status block"):

@@ -35,7 +35,7 @@ def test_v1_overlay_plans_pgd_at_8_16_32_and_fmn_without_autoattack(workdir, bas
     rules = {rule for rule, _ in jobs}
     figures = {rule for rule in rules if rule.startswith("pa_")}
     assert figures == {e.rule for e in PAPERS["pa"].enabled(config)}
-    assert {"pa_fig03", "pa_fig04", "pa_fig05", "pa_fig06", "pa_fig09", "pa_table1"} <= figures
+    assert {"pa_fig3", "pa_fig4", "pa_fig5", "pa_fig6", "pa_fig9", "pa_table1"} <= figures
     assert not figures & AUTOATTACK
     # The journal version at the same scale has the AutoAttack figures: the overlay removes them.
     journal = {e.rule for e in PAPERS["pa"].enabled(_config(*base))}

@@ -71,7 +71,7 @@ def test_dry_run_plans_every_paper_scale_rule(tmp_path):
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, re.M))
     # the paper-scale-only parts: RobustBench models, the ImageNet figures, CIFAR-100, the
     # published natural shifts, 128 px DiagViB-6
-    for rule in ("adv_attack", "pa_models_imagenet", "pa_fig07", "oodrb_shifts", "oodrb_table3",
+    for rule in ("adv_attack", "pa_models_imagenet", "pa_fig7", "oodrb_shifts", "oodrb_table3",
                  "avgcase_table1", "train_ms", "claims", "oodrb_table4", "oodrb_fig11",
                  "oodrb_table5", "oodrb_fig12", "oodrb_setup_table"):
         assert int(counts.get(rule, 0)) >= 1, (rule, counts)

@@ -10,15 +10,15 @@ pytestmark = pytest.mark.workflow
 # attacks, estimates, shift evaluations, scoring, fits, tables, figures) to keep the suite short;
 # the campaign (python -m pabench.tools.campaign) kills whole runs.  Each trial's outputs are compared
 # with the same files of the session's uninterrupted run (`ran`).
-PA_TARGETS = ["figures/pa/fig01.pdf", "figures/pa/fig03.pdf", "figures/pa/fig07.pdf"]
+PA_TARGETS = ["figures/pa/fig1.pdf", "figures/pa/fig3.pdf", "figures/pa/fig7.pdf"]
 TRIALS = {
     # The PA paper's Figures 1, 3 and 7 (data, MNIST pools, DiagViB-6 rendering, ERM/IRM/LISA
     # training, scores, PA, the adversarial zoo, an attack): killed 1.5 s after the 2nd and the
     # 9th job finished.
     "pa-after-2-jobs": dict(targets=PA_TARGETS, after_jobs=2, kill_after=1.5,
-                            expect=["figures/pa/fig07.csv", "data/results/dg/pa.csv"]),
+                            expect=["figures/pa/fig7.csv", "data/results/dg/pa.csv"]),
     "pa-after-9-jobs": dict(targets=PA_TARGETS, after_jobs=9, kill_after=1.5,
-                            expect=["figures/pa/fig07.csv", "data/results/dg/pa.csv"]),
+                            expect=["figures/pa/fig7.csv", "data/results/dg/pa.csv"]),
     # Average case, Figure 2a (data, a model's training, the per-sigma estimates, the figure):
     # killed 0.5 s after the training started, while it trains.
     "avgcase-in-training": dict(targets=["figures/avgcase/fig2a.pdf"], kill_after=0.5,
@@ -66,8 +66,8 @@ def test_wandb_unreachable_or_unwritable_never_fails_a_job(workdir):
     blocker = workdir / "not-a-directory"
     blocker.write_text("a file where the W&B directory should be")
     cases = [
-        ("figures/pa/fig01.pdf", '{"mode": "online"}', "cannot be reached"),
-        ("figures/pa/fig02.pdf", f'{{"dir": "{blocker}/wandb"}}', "could not start a run"),
+        ("figures/pa/fig1.pdf", '{"mode": "online"}', "cannot be reached"),
+        ("figures/pa/fig2.pdf", f'{{"dir": "{blocker}/wandb"}}', "could not start a run"),
     ]
     for target, wandb, message in cases:
         proc = run_snakemake(workdir, "--cores", "2", target, "--config", f"wandb={wandb}", *TEST,

@@ -42,7 +42,7 @@ def test_timing_summary_covers_the_rules_that_ran(ran):
     root, _ = ran
     timings = pd.read_csv(root / "figures/timings.csv")
     rules = set(timings.rule)
-    assert {"train_dg", "adv_attack", "adv_score", "pa_fig01", "claims", "total"} <= rules
+    assert {"train_dg", "adv_attack", "adv_score", "pa_fig1", "claims", "total"} <= rules
     body = timings[timings.rule != "total"]
     total = timings.set_index("rule").loc["total"]
     assert total.jobs == body.jobs.sum() == len(list((root / "data/benchmarks").glob("*/*.tsv")))
@@ -54,10 +54,10 @@ def test_wandb_workspace_spec_from_the_logged_runs(ran):
     root, _ = ran
     spec = spec_from_dir(root / "data/wandb")
     assert list(spec)[:2] == ["toy", "diagvib"] and "checks" in spec
-    assert spec["toy"] == [("image", "fig01"), ("table", "fig01_data"),
-                           ("image", "fig02"), ("table", "fig02_data")]
+    assert spec["toy"] == [("image", "fig1"), ("table", "fig1_data"),
+                           ("image", "fig2"), ("table", "fig2_data")]
     adv = dict((k, kind) for kind, k in spec["adversarial"])
-    assert {"fig03", "fig03_data", "fig16", "models-mnist32"} <= set(adv)
+    assert {"fig3", "fig3_data", "fig16", "models-mnist32"} <= set(adv)
     assert ("table", "claims") in spec["checks"] and ("table", "table1") in spec["model_selection"]
     # The wandb_workspaces objects build offline; their serialised form holds every key.
     model = build_workspace(spec, "someone", "pabench")._to_model()
@@ -75,7 +75,7 @@ def test_wandb_dashboard_command(ran, tmp_path):
            "NETRC": str(tmp_path / "none")}
     cmd = [sys.executable, "-m", "pabench.cli", "wandb-dashboard", "--dir", str(root / "data/wandb")]
     dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env)
-    assert dry.returncode == 0 and json.loads(dry.stdout)["toy"][0] == ["image", "fig01"]
+    assert dry.returncode == 0 and json.loads(dry.stdout)["toy"][0] == ["image", "fig1"]
     offline = {"WANDB_API_KEY": "pabench-fake-key-0123456789abcdef01234567",
                "WANDB_BASE_URL": "http://127.0.0.1:9"}
     for extra, more_env, message in (([], {}, "--entity is required"),
@@ -86,10 +86,10 @@ def test_wandb_dashboard_command(ran, tmp_path):
 
 
 def test_one_figure_builds_only_what_it_needs(workdir):
-    jobs = planned(workdir, "figures/pa/fig03.pdf", *TEST)
-    assert sorted({r for r, _ in jobs}) == ["adv_attack", "adv_data", "adv_score", "adv_train", "pa_fig03"]
+    jobs = planned(workdir, "figures/pa/fig3.pdf", *TEST)
+    assert sorted({r for r, _ in jobs}) == ["adv_attack", "adv_data", "adv_score", "adv_train", "pa_fig3"]
     assert all("attack=pgd" in wc for r, wc in jobs if r in ("adv_attack", "adv_score"))
-    assert sorted(r for r, _ in planned(workdir, "figures/pa/fig01.pdf", *TEST)) == ["pa_fig01", "toy_bernoulli"]
+    assert sorted(r for r, _ in planned(workdir, "figures/pa/fig1.pdf", *TEST)) == ["pa_fig1", "toy_bernoulli"]
 
 
 def test_style_change_reruns_only_the_figure_rules(finished):
@@ -100,7 +100,7 @@ def test_style_change_reruns_only_the_figure_rules(finished):
     # The figure rules, and the timing summary that reads their benchmark files.
     # The avgcase claims read figure CSVs (fig4, fig10), so the claims check reruns too.
     assert {r for r, _ in jobs} == FIGURE_RULES | {"timings", "claims"}
-    assert {"pa_fig03", "pa_fig05", "pa_fig14", "pa_fig15", "pa_fig16"} <= FIGURE_RULES
+    assert {"pa_fig3", "pa_fig5", "pa_fig14", "pa_fig15", "pa_fig16"} <= FIGURE_RULES
 
 
 def test_one_algorithm_change_reruns_only_its_branch(finished):
@@ -110,8 +110,8 @@ def test_one_algorithm_change_reruns_only_its_branch(finished):
     per_run = [(r, wc) for r, wc in jobs if r in ("train_dg", "dg_scores", "dg_pa", "train_ms")]
     assert per_run and all("algorithm=lisa" in wc for _, wc in per_run)
     # Its training, scores and PA, and what reads them: nothing of the other algorithms.
-    assert {r for r, _ in jobs} == {"train_dg", "dg_scores", "dg_pa", "dg_pa_table", "pa_fig07",
-                                    "pa_fig08", "claims", "timings"}
+    assert {r for r, _ in jobs} == {"train_dg", "dg_scores", "dg_pa", "dg_pa_table", "pa_fig7",
+                                    "pa_fig8", "claims", "timings"}
 
 
 def test_per_sigma_jobs_stack_to_the_bytes_of_one_job(finished):
@@ -166,17 +166,17 @@ def test_report_shows_figures_and_claims_in_headless_chromium(ran, tmp_path):
     with Browser(chromium) as b:
         b.open(report.as_uri())
         b.wait(f"typeof app !== 'undefined' && {link.format(json.dumps(PAPER))}", "the report menu")
-        # A figure: paper -> experiment -> the fig01 row's view and info buttons.
+        # A figure: paper -> experiment -> the fig1 row's view and info buttons.
         b.js(f"__t.clickText({json.dumps(PAPER)})")
         b.wait(link.format('"Toy examples"'), "the experiments of the paper")
         b.js("__t.clickText('Toy examples')")
-        b.wait("__t.row('fig01') !== undefined", "the fig01 row")
-        b.js("__t.clickRow('fig01', 0)")
+        b.wait("__t.row('fig1') !== undefined", "the fig1 row")
+        b.js("__t.clickRow('fig1', 0)")
         b.wait(f"(() => {{ const i = {image}; return i && i.complete && i.naturalWidth > 0 }})()",
                "the figure")
-        b.js("__t.clickRow('fig01', 1)")
+        b.js("__t.clickRow('fig1', 1)")
         b.wait("document.querySelector('nav').innerText.includes('Figure 1')", "the caption")
-        pixels = b.screenshot(tmp_path / "fig01.png")
+        pixels = b.screenshot(tmp_path / "fig1.png")
         x0, y0, x1, y1 = (int(v) for v in b.js("__t.rect('#app img[src^=\"data:image/png\"]')"))
         shown = pixels[max(y0, 0):y1, max(x0, 0):x1]
         assert shown.shape[0] > 100 and shown.shape[1] > 100, (x0, y0, x1, y1)
@@ -206,12 +206,12 @@ def test_runs_record_their_inputs_and_log_each_output_as_a_typed_artifact(ran):
 
     root, _ = ran
     runs = {r["name"]: r for r in offline_runs(root / "data/wandb")}
-    fig01 = runs["pa_fig01"]
-    assert fig01["group"] == "toy" and fig01["job_type"] == "pa_fig01"
-    assert fig01["config"]["inputs"] == ["data/results/toy/bernoulli.csv", "workflow/style/pabench.mplstyle"]
-    outputs = {(a["name"], a["type"]) for a in fig01["artifacts"] if a["type"] != "run_table"}
-    assert outputs == {("figures-pa-fig01.pdf", "figure"), ("figures-pa-fig01.png", "figure"),
-                       ("figures-pa-fig01.csv", "figure")}  # run_table: the logged wandb.Table
+    fig1 = runs["pa_fig1"]
+    assert fig1["group"] == "toy" and fig1["job_type"] == "pa_fig1"
+    assert fig1["config"]["inputs"] == ["data/results/toy/bernoulli.csv", "workflow/style/pabench.mplstyle"]
+    outputs = {(a["name"], a["type"]) for a in fig1["artifacts"] if a["type"] != "run_table"}
+    assert outputs == {("figures-pa-fig1.pdf", "figure"), ("figures-pa-fig1.png", "figure"),
+                       ("figures-pa-fig1.csv", "figure")}  # run_table: the logged wandb.Table
     train = runs["train_dg-algorithm=erm-seed=0"]
     kinds = {a["name"]: a["type"] for a in train["artifacts"]}
     assert kinds["data-models-shift_factor-erm-s0-last.pt"] == "model"

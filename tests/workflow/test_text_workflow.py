@@ -23,7 +23,7 @@ def test_figure_10_is_planned_at_the_quick_and_paper_scales(workdir):
     quick = [rule for rule, _ in planned(workdir, "pa", "--configfile", "nowhere.yaml")]
     assert TEXT_RULES <= set(quick) and quick.count("text_logits") == 1 + 3 * 4
     test = {rule for rule, _ in planned(workdir, "pa", "--configfile", "workflow/config/test.yaml")}
-    assert not test & TEXT_RULES and "pa_fig09" in test
+    assert not test & TEXT_RULES and "pa_fig9" in test
     paper = planned(workdir, "pa", "--configfile", "workflow/config/paper.yaml")
     rules = [rule for rule, _ in paper]
     assert TEXT_RULES <= set(rules) and rules.count("text_logits") == 1 + 3 * 7

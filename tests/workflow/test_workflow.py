@@ -35,22 +35,22 @@ pytestmark = pytest.mark.workflow
 def test_every_figure_is_built(ran):
     root, _ = ran
     # What the PA paper's registry builds at test scale (no ImageNet folder, no RobustBench).
-    assert [e.name for e in PA] == ["fig01", "fig02", "fig03", "fig04", "fig05", "fig06", "fig07", "fig08",
-                                    "fig09", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "table1",
+    assert [e.name for e in PA] == ["fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "fig8",
+                                    "fig9", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "table1",
                                     "selection-splits", "table2", "table3", "models-mnist32"]
     for rel in FIGURES:
         path = root / rel
         assert path.is_file() and path.stat().st_size > 0, rel
-    assert (root / "figures/pa/fig01.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (root / "figures/pa/fig01.pdf").read_bytes()[:5] == b"%PDF-"
+    assert (root / "figures/pa/fig1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (root / "figures/pa/fig1.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 def test_figure_csv_holds_the_plotted_numbers(ran):
     root, _ = ran
-    fig01 = pd.read_csv(root / "figures/pa/fig01.csv")
+    fig1 = pd.read_csv(root / "figures/pa/fig1.csv")
     table = pd.read_csv(root / "data/results/toy/bernoulli.csv")
     exact = table[table.solver == "exact"].groupby(["classifier", "p"]).pa.mean()
-    plotted = fig01[(fig01.panel == "pa") & (fig01.solver == "exact")].set_index(["classifier", "p"])["mean"]
+    plotted = fig1[(fig1.panel == "pa") & (fig1.solver == "exact")].set_index(["classifier", "p"])["mean"]
     pd.testing.assert_series_equal(plotted.sort_index(), exact.sort_index(), check_names=False)
 
 
@@ -123,7 +123,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
         assert float(pa["average acc"]) == pytest.approx(100 * np.mean([a.mean() for a in chosen]), abs=0.051)  # rounded to 0.1
         assert float(pa["worst-case acc"]) == pytest.approx(100 * np.mean([a.min() for a in chosen]), abs=0.051)
     assert "scale: test" in (root / "figures/thesis/target-accuracy.md").read_text()
-    for fig in ("fig01", "fig02", "fig07", "fig08", "fig11", "fig12", "fig13"):
+    for fig in ("fig1", "fig2", "fig7", "fig8", "fig11", "fig12", "fig13"):
         assert runs[f"pa_{fig}"]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[f"pa_{fig}"]["artifacts"] for f in art["files"]}
         assert {f"{fig}.pdf", f"{fig}.png", f"{fig}.csv"} <= files
@@ -161,11 +161,11 @@ def test_adversarial_results(ran):
     record = load_record(root / "data/adversarial/mnist32/attacks/jpeg_rs-s1/pgd/0.2.npz")
     assert pgd["metrics"]["attack_success_rate"] == pytest.approx(record["success"].mean())
     # Figure 3 plots the mean over the seeds (their spread shaded).
-    fig03 = pd.read_csv(root / "figures/pa/fig03.csv")
+    fig3 = pd.read_csv(root / "figures/pa/fig3.csv")
     pgd_mean = table[table.attack == "pgd"].groupby(["model", "ar"]).logpa_adam.mean()
-    assert np.allclose(fig03.sort_values(["model", "ar"]).logpa_adam, pgd_mean.sort_index())
-    assert (fig03.n_seeds == len(seeds)).all()
-    assert (fig03.n_degenerate == table[table.attack == "pgd"].groupby(["model", "ar"]).degenerate.sum().values).all()
+    assert np.allclose(fig3.sort_values(["model", "ar"]).logpa_adam, pgd_mean.sort_index())
+    assert (fig3.n_seeds == len(seeds)).all()
+    assert (fig3.n_degenerate == table[table.attack == "pgd"].groupby(["model", "ar"]).degenerate.sum().values).all()
     models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
     accuracy = table.groupby(["model", "seed"]).clean_accuracy.first()
     assert dict(zip(zip(models.model, models.seed), models["clean accuracy"])) == pytest.approx(
@@ -285,7 +285,7 @@ def test_lint_is_clean(workdir):
 def test_dry_run_at_every_scale(workdir, overlay):
     args = ["-n"] + (["--configfile", overlay] if overlay else [])
     proc = run_snakemake(workdir, *args)
-    assert "fig01" in proc.stdout and "fig02" in proc.stdout
+    assert "fig1" in proc.stdout and "fig2" in proc.stdout
     if overlay and "paper" in overlay:   # per-sigma estimates on a GPU, their stacking on none
         asks = {rule: re.findall(rf"^rule {rule}:\n(?:    .*\n)*?    resources: (.*)$", proc.stdout,
                                  flags=re.M) for rule in ("avg_estimates", "avg_estimates_sigma")}
@@ -325,4 +325,4 @@ def test_rule_files_do_not_depend_on_their_include_order(workdir):
     for i, line in zip(includes, reversed([lines[i] for i in includes])):
         lines[i] = line
     snakefile.write_text("\n".join(lines) + "\n")
-    assert jobs() == forward and "pa_fig03" in forward and len(forward) > 30
+    assert jobs() == forward and "pa_fig3" in forward and len(forward) > 30

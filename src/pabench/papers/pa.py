@@ -72,12 +72,12 @@ def _imagenet_folder(config: dict) -> str:
 
 def _confidence_panels(config: dict, name: str) -> list[tuple[str, Eps, float]]:
     conf = Eps.of(config["adversarial"]["figures"]["confidence_eps"])
-    return {"fig04": [("pgd", conf, 1.0)], "fig06": [("fmn", UNBOUNDED, 0.5)],
-            "fig09": [("pgd", conf, 1.0), ("fmn", UNBOUNDED, 0.5), ("fmn", UNBOUNDED, 1.0)]}[name]
+    return {"fig4": [("pgd", conf, 1.0)], "fig6": [("fmn", UNBOUNDED, 0.5)],
+            "fig9": [("pgd", conf, 1.0), ("fmn", UNBOUNDED, 0.5), ("fmn", UNBOUNDED, 1.0)]}[name]
 
 
 def _confidence_models(config: dict, name: str) -> list[str]:
-    return (adv.models(config, adv.main_dataset(config)) if name == "fig09"
+    return (adv.models(config, adv.main_dataset(config)) if name == "fig9"
             else list(config["adversarial"]["figures"]["examples"]))
 
 
@@ -121,17 +121,17 @@ def _both(*ids: str, other: str = "exact") -> tuple[str, ...]:
 
 # Claims (pabench.experiments.*.claims) each figure backs.
 _AR_CLAIMS = {
-    "fig03": (*_both("adv-pgd-undefended-lowest", "adv-pgd-undefended-decreasing", "adv-pgd-stronger-eps-lower",
+    "fig3": (*_both("adv-pgd-undefended-lowest", "adv-pgd-undefended-decreasing", "adv-pgd-stronger-eps-lower",
                      "adv-pgd-afr-overestimates", "adv-pgd-jpeg-rs-weak"), "adv-ar0-ranking", "adv-exact-no-shift"),
-    "fig05": _both("adv-fmn-afr-overestimates", "adv-fmn-jpeg-rs-best"),
+    "fig5": _both("adv-fmn-afr-overestimates", "adv-fmn-jpeg-rs-best"),
     "fig14": _both("adv-apgd-top-defenses"),
     "fig17": _both("adv-imagenet-same-ranking", "adv-imagenet-afr-needs-large-ar"),
 }
-_CONFIDENCE_CLAIMS = {"fig04": _both("adv-pgd-undefended-lowest-beta", "adv-pgd-jpeg-rs-highest-beta")}
+_CONFIDENCE_CLAIMS = {"fig4": _both("adv-pgd-undefended-lowest-beta", "adv-pgd-jpeg-rs-highest-beta")}
 
 
 ENTRIES = (
-    Entry(P, "fig01", "pabench.experiments.toy.figures:fig01", "toy",
+    Entry(P, "fig1", "pabench.experiments.toy.figures:fig1", "toy",
           "Figure 1: accuracy and PA of a perfect, a constant and a random binary classifier on "
           "Bernoulli(p) targets (mean +- std over seeds)",
           inputs=lambda c: {"table": paths.toy_table("bernoulli")},
@@ -141,7 +141,7 @@ ENTRIES = (
                           "adam_epochs": c["toy"]["bernoulli"]["adam_epochs"],
                           "seeds": c["toy"]["bernoulli"]["seeds"]},
           claims=("toy-constant-is-robust", *_both("toy-random-is-not", "toy-accuracy-inconsistent", other="adam"))),
-    Entry(P, "fig02", "pabench.experiments.toy.figures:fig02", "toy",
+    Entry(P, "fig2", "pabench.experiments.toy.figures:fig2", "toy",
           "Figure 2: Gibbs posteriors over a real-valued mean fit to two noisy samples, at beta "
           "too low, optimal (exact solver) and too high, and PA as a function of beta",
           inputs=lambda c: {"table": paths.toy_table("gaussian")},
@@ -149,18 +149,18 @@ ENTRIES = (
                           "n": c["toy"]["gaussian"]["n_observations"], "solver": "exact",
                           "seeds": [c["toy"]["gaussian"]["seed"]]},
           claims=("toy-optimal-beta",)),
-    _ar_figure("fig03", "pgd", "Figure 3: PA (left) and AFR_T (right) against the adversarial "
+    _ar_figure("fig3", "pgd", "Figure 3: PA (left) and AFR_T (right) against the adversarial "
                "ratio AR, one row per eps, for the PGD attack"),
-    _confidence_figure("fig04", "Figure 4: predictive confidence of the samples predicted "
+    _confidence_figure("fig4", "Figure 4: predictive confidence of the samples predicted "
                        "correctly before the attack (plain) and of the successfully attacked ones "
                        "(hatched), mean +- standard error, for three models under PGD at AR = 1; "
                        "below, the final beta of every model"),
-    _ar_figure("fig05", "fmn", "Figure 5: PA (left) and AFR_T (right) against AR for the "
+    _ar_figure("fig5", "fmn", "Figure 5: PA (left) and AFR_T (right) against AR for the "
                "minimum-norm FMN attack: the main panel AR <= 0.5, the extra panel all ARs",
                main_ar_max=0.5),
-    _confidence_figure("fig06", "Figure 6: predictive confidence (as Figure 4) and final betas "
+    _confidence_figure("fig6", "Figure 6: predictive confidence (as Figure 4) and final betas "
                        "under FMN at AR = 0.5"),
-    Entry(P, "fig07", "pabench.experiments.dg.figures:fig07", "dg",
+    Entry(P, "fig7", "pabench.experiments.dg.figures:fig7", "dg",
           "Figure 7: PA (adam solver, as the paper; and the exact solver) and AFR_T of ERM, IRM "
           "and LISA trained on env0/env1, tested against env0 on env1..env5 at shift ratios SR "
           "(mean over seeds)",
@@ -170,7 +170,7 @@ ENTRIES = (
                                   seeds=c["dg"]["seeds"]),
           claims=(*_both("dg-erm-irm-lisa", "dg-erm-above-irm-mild", "dg-pa-stable-at-5",
                          "dg-pa-separates-algorithms"), "dg-accuracy-falls")),
-    Entry(P, "fig08", "pabench.experiments.dg.figures:fig08", "dg",
+    Entry(P, "fig8", "pabench.experiments.dg.figures:fig8", "dg",
           "Figure 8: average predictive confidence (max softmax, mean +- standard error) on env0 "
           "and on env k for #SF = 1..5, per algorithm, and the final beta (adam solver, SR = 1) at "
           "#SF = 5",
@@ -179,7 +179,7 @@ ENTRIES = (
           meta=lambda c: _dg_meta(c, solver=f"adam ({c['dg']['pa_epochs']} epochs)",
                                   seeds=c["dg"]["seeds"]),
           claims=("dg-lisa-most-confident", *_both("dg-lisa-highest-beta"))),
-    _confidence_figure("fig09", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
+    _confidence_figure("fig9", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
                        "FMN at AR = 0.5 and AR = 1"),
     Entry(P, "fig10", "pabench.experiments.text.figures:fig10", "text",
           "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a sentiment classifier on "

@@ -5,7 +5,7 @@ which function draws it and from which inputs.  The workflow makes one rule per 
 (`workflow/rules/papers.smk`), the report takes its category and caption from it, the claims check
 and the tests read it.  Adding a figure is one entry here plus one function:
 
-    Entry("pa", "fig05", "pabench.experiments.adversarial.figures:ar_figure", "adversarial",
+    Entry("pa", "fig5", "pabench.experiments.adversarial.figures:ar_figure", "adversarial",
           caption="Figure 5: ...", inputs=lambda c: {...}, args=lambda c: {...})
 
 A figure function is called as `fn(inputs, outputs, meta, **args)` and writes the pdf/png/csv
@@ -53,7 +53,7 @@ def _ready(config: dict) -> str:
 @dataclass(frozen=True)
 class Entry:
     paper: str
-    name: str                     # file name under figures/<paper>/, e.g. "fig05"
+    name: str                     # file name under figures/<paper>/, e.g. "fig5"
     function: str                 # "module:function"
     experiment: str               # key of EXPERIMENTS: the report's subcategory, the W&B group
     caption: str
@@ -75,7 +75,7 @@ class Entry:
 
     @property
     def rule(self) -> str:
-        """The rule's name, scoped by the paper: pa_fig05, pa_models_mnist32."""
+        """The rule's name, scoped by the paper: pa_fig5, pa_models_mnist32."""
         return f"{self.paper}_{self.name}".replace("-", "_")
 
     def outputs(self) -> dict:

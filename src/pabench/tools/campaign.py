@@ -1,7 +1,7 @@
 """Kill campaign: a workflow killed with SIGKILL at a random moment and rerun with
 `--rerun-incomplete` must end with exactly the outputs of an uninterrupted run.
 
-    python -m pabench.tools.campaign --trials 10 [--targets figures/pa/fig03.pdf ...] [--json out.json]
+    python -m pabench.tools.campaign --trials 10 [--targets figures/pa/fig3.pdf ...] [--json out.json]
     python -m pabench.tools.campaign --trials 3 --targets pa --configfile workflow/config/arxiv-v1.yaml
 
 Each trial copies the workflow into a fresh directory, starts Snakemake in its own session, kills

@@ -14,7 +14,7 @@ from pabench.reporting.plotting import plt, save_figure
 METRICS = (("logpa_adam", "log PA (adam)"), ("logpa_exact", "log PA (exact)"), ("afr_true", "AFR_T"))
 
 
-def fig07_data(table: pd.DataFrame) -> pd.DataFrame:
+def fig7_data(table: pd.DataFrame) -> pd.DataFrame:
     """Mean, std and number of seeds per point, and how many of those seeds are degenerate."""
     long = table.melt(id_vars=["algorithm", "seed", "n_shift_factors", "shift_ratio", DEGENERATE],
                       value_vars=[m for m, _ in METRICS], var_name="metric")
@@ -26,9 +26,9 @@ def fig07_data(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def fig07(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+def fig7(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     table = read_table(inputs["table"])
-    data = fig07_data(table)
+    data = fig7_data(table)
     ratios = sorted(data.shift_ratio.unique())
     algorithms = list(dict.fromkeys(table.algorithm))
     fig, axes = plt.subplots(len(METRICS), len(ratios), figsize=(2.1 * len(ratios), 5.6),
@@ -52,7 +52,7 @@ def fig07(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     return data
 
 
-def fig08(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+def fig8(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     """Confidence on env0 vs env k per algorithm (left) and the final adam beta at #SF = 5,
     SR = 1 (right); means over seeds."""
     from pabench.experiments.dg.compute import confidence, load_scores

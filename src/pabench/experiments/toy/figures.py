@@ -11,7 +11,7 @@ from pabench.reporting.plotting import plt, save_figure
 SOLVER_STYLE = {"exact": "-", "adam": "--"}
 
 
-def fig01_data(table: pd.DataFrame) -> pd.DataFrame:
+def fig1_data(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation over seeds of accuracy and PA (normalised), per p."""
     acc = (table[table.solver == table.solver.iloc[0]]
            .groupby(["classifier", "p"])["accuracy"].agg(["mean", "std", "count"]).reset_index())
@@ -24,9 +24,9 @@ def fig01_data(table: pd.DataFrame) -> pd.DataFrame:
     return out[["panel", "classifier", "solver", "p", "mean", "std", "n_seeds"]]
 
 
-def fig01(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
+def fig1(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     table = read_table(inputs["table"])
-    data = fig01_data(table)
+    data = fig1_data(table)
     fig, (ax_acc, ax_pa) = plt.subplots(1, 2, sharex=True)
     classifiers = list(dict.fromkeys(table.classifier))  # in the order the table was computed
     colours = dict(zip(classifiers, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
@@ -50,7 +50,7 @@ def fig01(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     return data
 
 
-def fig02_data(result: dict) -> pd.DataFrame:
+def fig2_data(result: dict) -> pd.DataFrame:
     rows = []
     for name, beta in result["betas"].items():
         p1, p2 = result["posteriors"][name]
@@ -66,7 +66,7 @@ def fig02_data(result: dict) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def fig02(inputs: dict, outputs, meta: dict) -> None:
+def fig2(inputs: dict, outputs, meta: dict) -> None:
     data = read_table(inputs["table"])
     fig = plt.figure(figsize=(7.0, 4.6))
     grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.1], hspace=0.45)
@@ -94,7 +94,7 @@ def fig02(inputs: dict, outputs, meta: dict) -> None:
 
 def gaussian_table(result: dict) -> pd.DataFrame:
     """The computed illustration as one tidy table (input of the figure rule)."""
-    data = fig02_data(result)
+    data = fig2_data(result)
     data["beta_star"] = result["beta_star"]
     data["pa_star"] = result["pa_star"]
     return data
