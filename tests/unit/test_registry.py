@@ -187,8 +187,8 @@ def test_imagenet_results_asked_for_without_a_folder_name_the_key_to_set(monkeyp
     imagenet = {"pa_fig17", "pa_fig18", "pa_models_imagenet"}
     assert not imagenet & {e.rule for e in PAPERS["pa"].enabled(paper)}
     message = unbuildable(paper, ["--cores", "2", "pa_fig17", "./figures/pa/fig18.png",
-                                           str(REPO / "figures/pa/models-imagenet.csv")])
-    assert message.startswith("pa_fig17, figures/pa/fig18.png, figures/pa/models-imagenet.csv: ")
+                                           str(REPO / "figures/pa/models_imagenet.csv")])
+    assert message.startswith("pa_fig17, figures/pa/fig18.png, figures/pa/models_imagenet.csv: ")
     assert message.count("adversarial.imagenet.folder is null; set it to a folder of ImageNet "
                          "validation images in class subfolders") == 1
     # nothing to say for the paper, other figures, or once the folder is given

@@ -57,7 +57,7 @@ def test_wandb_workspace_spec_from_the_logged_runs(ran):
     assert spec["toy"] == [("image", "fig1"), ("table", "fig1_data"),
                            ("image", "fig2"), ("table", "fig2_data")]
     adv = dict((k, kind) for kind, k in spec["adversarial"])
-    assert {"fig3", "fig3_data", "fig16", "models-mnist32"} <= set(adv)
+    assert {"fig3", "fig3_data", "fig16", "models_mnist32"} <= set(adv)
     assert ("table", "claims") in spec["checks"] and ("table", "table1") in spec["model_selection"]
     # The wandb_workspaces objects build offline; their serialised form holds every key.
     model = build_workspace(spec, "someone", "pabench")._to_model()

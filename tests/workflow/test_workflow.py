@@ -37,7 +37,7 @@ def test_every_figure_is_built(ran):
     # What the PA paper's registry builds at test scale (no ImageNet folder, no RobustBench).
     assert [e.name for e in PA] == ["fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "fig8",
                                     "fig9", "fig11", "fig12", "fig13", "fig14", "fig15", "fig16", "table1",
-                                    "selection-splits", "table2", "table3", "models-mnist32"]
+                                    "selection_splits", "table2", "table3", "models_mnist32"]
     for rel in FIGURES:
         path = root / rel
         assert path.is_file() and path.stat().st_size > 0, rel
@@ -107,7 +107,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
     assert list(table1.setting) == [s for s in ["ZGO", "1-CGO", "2-CGO", "3-CGO", "ZSO"] for _ in range(2)]
     assert list(table1["PA solver"]) == ["adam", "exact"] * 5
     # The thesis's table, from the same runs: IRM's PA-selected (exact) epochs, by hand.
-    thesis = pd.read_csv(root / "figures/thesis/target-accuracy.csv")
+    thesis = pd.read_csv(root / "figures/thesis/target_accuracy.csv")
     assert list(thesis["selected by"]) == ["accuracy", "PA (adam)", "PA (exact)"] * 5
     for setting in ("ZGO", "ZSO"):
         pa = thesis[(thesis.setting == setting) & (thesis["selected by"] == "PA (exact)")].iloc[0]
@@ -122,7 +122,7 @@ def test_each_job_logged_its_own_metrics_to_wandb(ran):
         assert len(chosen[0]) == 5
         assert float(pa["average acc"]) == pytest.approx(100 * np.mean([a.mean() for a in chosen]), abs=0.051)  # rounded to 0.1
         assert float(pa["worst-case acc"]) == pytest.approx(100 * np.mean([a.min() for a in chosen]), abs=0.051)
-    assert "scale: test" in (root / "figures/thesis/target-accuracy.md").read_text()
+    assert "scale: test" in (root / "figures/thesis/target_accuracy.md").read_text()
     for fig in ("fig1", "fig2", "fig7", "fig8", "fig11", "fig12", "fig13"):
         assert runs[f"pa_{fig}"]["media"] == {f"{fig}_data": "table-file", fig: "image-file"}
         files = {f for art in runs[f"pa_{fig}"]["artifacts"] for f in art["files"]}
@@ -166,7 +166,7 @@ def test_adversarial_results(ran):
     assert np.allclose(fig3.sort_values(["model", "ar"]).logpa_adam, pgd_mean.sort_index())
     assert (fig3.n_seeds == len(seeds)).all()
     assert (fig3.n_degenerate == table[table.attack == "pgd"].groupby(["model", "ar"]).degenerate.sum().values).all()
-    models = pd.read_csv(root / "figures/pa/models-mnist32.csv")
+    models = pd.read_csv(root / "figures/pa/models_mnist32.csv")
     accuracy = table.groupby(["model", "seed"]).clean_accuracy.first()
     assert dict(zip(zip(models.model, models.seed), models["clean accuracy"])) == pytest.approx(
         accuracy.round(4).to_dict())

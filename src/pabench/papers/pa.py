@@ -61,7 +61,7 @@ def _imagenet(config: dict) -> str:
 
 
 def _imagenet_folder(config: dict) -> str:
-    """What to set where ImageNet is asked for without its images (Figures 17-18, models-imagenet)."""
+    """What to set where ImageNet is asked for without its images (Figures 17-18, models_imagenet)."""
     if adv.imagenet_on(config):
         return ""
     return ("adversarial.imagenet.folder is null; set it to a folder of ImageNet validation "
@@ -104,7 +104,7 @@ def _confidence_figure(name: str, caption: str) -> Entry:
 def _models_table(dataset: str) -> Entry:
     """The models of one adversarial dataset (models-<dataset>)."""
     return Entry(
-        P, f"models-{dataset}", "pabench.experiments.adversarial.tables:models", "adversarial",
+        P, f"models_{dataset}", "pabench.experiments.adversarial.tables:models", "adversarial",
         "Models of the adversarial experiments: source (self-trained zoo or RobustBench), training "
         "method, architecture and clean accuracy on the attacked test images", kind="table",
         inputs=lambda c: {"table": paths.adv_table(dataset), "histories": adv.histories(c, dataset)},
@@ -240,7 +240,7 @@ ENTRIES = (
                           "validation": dg.ms_label(c, c["dg"]["model_selection"]["validation"])},
           meta=lambda c: _ms_meta(c, validation=c["dg"]["model_selection"]["validation"]),
           claims=_both("ms-pa-selects-better", "ms-partial-go-gain", "ms-irm-benefits-more")),
-    Entry(P, "selection-splits", "pabench.experiments.dg.tables:selection_by_validation",
+    Entry(P, "selection_splits", "pabench.experiments.dg.tables:selection_by_validation",
           "model_selection",
           "Model selection on each validation split of Table 3 (Appendix E: SD, ID, 1F-MD, 5F-MD, "
           "OOD): test accuracy (%) averaged over Test 1..5 of the epoch selected by validation "

@@ -11,7 +11,7 @@ P = "thesis"
 _PA_TABLE1 = next(e for e in PA_ENTRIES if e.name == "table1")
 
 ENTRIES = (
-    Entry(P, "target-accuracy", "pabench.experiments.dg.tables:target_accuracy", "model_selection",
+    Entry(P, "target_accuracy", "pabench.experiments.dg.tables:target_accuracy", "model_selection",
           "Model selection reported as the thesis plans (Section 3.1.4): average and worst-case "
           "test accuracy (%) over the target domains Test 1..5 of the epoch selected by "
           "validation accuracy and of the one selected by PA (adam solver, as the PA paper, and "
