@@ -102,7 +102,7 @@ def _confidence_figure(name: str, caption: str) -> Entry:
 
 
 def _models_table(dataset: str) -> Entry:
-    """The models of one adversarial dataset (models-<dataset>)."""
+    """The models of one adversarial dataset (models_<dataset>)."""
     return Entry(
         P, f"models_{dataset}", "pabench.experiments.adversarial.tables:models", "adversarial",
         "Models of the adversarial experiments: source (self-trained zoo or RobustBench), training "

@@ -1,4 +1,4 @@
-"""The model table of an adversarial experiment (models-<dataset>): source, training method,
+"""The model table of an adversarial experiment (models_<dataset>): source, training method,
 architecture and clean accuracy on the attacked test images (pandas only)."""
 from __future__ import annotations
 
