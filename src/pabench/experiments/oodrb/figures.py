@@ -188,8 +188,8 @@ def fig2(inputs: dict, outputs, meta: dict, group: str = "AT") -> pd.DataFrame:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, **NO_DATA)
     _ticks(axes[1], order)
     axes[0].set_title(f"Degradation under distribution shift, {group} models "
-                      f"(n = {t.model.nunique()}); clean: a corruption's own originals, else the "
-                      "ID test set; threat shifts have no accuracy", fontsize=8)
+                      f"(n = {t.model.nunique()}); clean: a corruption's or threat's own "
+                      "originals, else the ID test set; threat shifts have no accuracy", fontsize=8)
     fig.tight_layout()
     save_figure(fig, *outputs, data.reset_index(drop=True), meta.pop("caption"), meta)
     return data.reset_index(drop=True)
