@@ -20,13 +20,9 @@ def test_figure_10_is_planned_at_the_quick_and_paper_scales(workdir):
     # quick: a dry run plans every text rule, the sentences' folder unread (a missing one fails
     # only Figure 10's jobs, saying how to get it)
     (workdir / "nowhere.yaml").write_text("text:\n  sentences: {folder: nowhere}\n")
+    # (the test and paper scales' text rules: test_workflow.py, test_dry_run_at_every_scale)
     quick = [rule for rule, _ in planned(workdir, "pa", "--configfile", "nowhere.yaml")]
     assert TEXT_RULES <= set(quick) and quick.count("text_logits") == 1 + 3 * 4
-    test = {rule for rule, _ in planned(workdir, "pa", "--configfile", "workflow/config/test.yaml")}
-    assert not test & TEXT_RULES and "pa_fig9" in test
-    paper = planned(workdir, "pa", "--configfile", "workflow/config/paper.yaml")
-    rules = [rule for rule, _ in paper]
-    assert TEXT_RULES <= set(rules) and rules.count("text_logits") == 1 + 3 * 7
 
 
 def test_figure_10_builds_from_stand_ins(workdir):
