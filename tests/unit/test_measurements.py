@@ -38,7 +38,9 @@ def test_a_recorded_run_fills_its_block_and_the_prose_stays(tmp_path):
 def test_running_a_benchmark_records_this_machine_and_a_failure_records_nothing(tmp_path):
     path = M.run_and_record("ok", [sys.executable, "-c", "print('| n | 3 |')"], tmp_path)
     text = path.read_text()
-    assert "| n | 3 |" in text and "cores" in text and sys.executable in text
+    assert "| n | 3 |" in text and "cores" in text and sys.executable in text and "```" not in text
+    plain = M.run_and_record("plain", [sys.executable, "-c", "print('a    1')"], tmp_path).read_text()
+    assert "```\na    1\n```" in plain                        # columns kept aligned
     with pytest.raises(RuntimeError, match="exited with status 3"):
         M.run_and_record("bad", [sys.executable, "-c", "print('x'); raise SystemExit(3)"], tmp_path)
     assert not (tmp_path / "bad.md").exists()

@@ -66,7 +66,8 @@ def _gpus() -> list[str]:
 
 def record(name: str, output: str, machine_: str, command: str, results: Path = RESULTS) -> Path:
     """Keep one benchmark run's output as results/NAME.md, headed by its machine and command (a
-    benchmark's "# " comment lines lose their marker, which the page would make headings)."""
+    benchmark's "# " comment lines lose their marker, which the page would make headings; an
+    output without a Markdown table is kept as a fenced block, its columns aligned)."""
     if not NAME.fullmatch(name):
         raise ValueError(f"measurement name {name!r}: use letters, digits, '.', '-', '_'")
     if not output.strip():
@@ -74,6 +75,8 @@ def record(name: str, output: str, machine_: str, command: str, results: Path = 
     results.mkdir(parents=True, exist_ok=True)
     path = results / f"{name}.md"
     text = re.sub(r"^# ", "", output.strip(), flags=re.M)
+    if not re.search(r"^\|", text, flags=re.M):
+        text = f"```\n{text}\n```"
     path.write_text(f"Machine: {machine_}.  \nCommand: `{command}`\n\n{text}\n")
     return path
 
