@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import time
@@ -50,6 +49,7 @@ import numpy as np
 import torch
 from scipy.stats import multivariate_normal
 
+from pabench.core.threads import cpu_name
 from pabench.attacks.datasets import mnist32
 from pabench.experiments.avgcase.training import as_input, build, recalibrate_batchnorm, train
 from pabench.metrics.avgcase import estimators as est
@@ -90,14 +90,6 @@ def verdict(ok: bool) -> str:
 
 def say(text: str) -> None:
     print(text, flush=True)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def recalibrated_resnet(images_u8) -> torch.nn.Module:

@@ -30,12 +30,10 @@ time; corruption and DiagViB-6 generation are CPU jobs and get no GPU estimate.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import csv
 import dataclasses
 import os
-import platform
 import tempfile
 import time
 from collections import defaultdict
@@ -47,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from pabench.core.threads import cpu_name
 from pabench.tools import workload
 from pabench.core import resources
 from pabench.core.config import load
@@ -554,10 +553,11 @@ def oodrb_imagenet_what_if(config: dict) -> list:
     on = copy.deepcopy(config)
     missing = []
     for name in oodrb.setup_names(config):
-        if oodrb.missing_folders(oodrb.for_setup(config, name)):
+        setup = oodrb.for_setup(config, name)
+        if oodrb.missing_folders(setup):
             s = on["oodrb"]["setups"][name]
             s["imagenet"] = {**s.get("imagenet", {}), "folder": "(ImageNet)", "c_folder": "(ImageNet-C)"}
-            s["natural_folders"] = {n: f"({n})" for n in oodrb.for_setup(config, name)["oodrb"]["natural"]}
+            s["natural_folders"] = {n: f"({n})" for n in setup["oodrb"]["natural"]}
             missing.append(name)
     tags = {oodrb.tag(oodrb.for_setup(on, name)) for name in missing}
     return [dataclasses.replace(w, experiment=OODRB_WHAT_IF) for w in workload.ood(on)
@@ -576,10 +576,7 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     config = load(["config.yaml", *args.configfile])
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as fh:
-        cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"torch {torch.__version__}, 1 thread; config {' + '.join(args.configfile)}")
     if measured_gpu:
         print(f"GPU: {torch.cuda.get_device_name(device)}, GPU jobs' passes timed there")

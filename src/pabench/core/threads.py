@@ -11,6 +11,7 @@ on one thread, and larger ones on as many threads as they have work for.  docs/a
 from __future__ import annotations
 
 import functools
+import platform
 from contextlib import contextmanager
 
 import numpy as np
@@ -19,6 +20,15 @@ import torch
 # Elements of work (scores, pixels) one thread gets before a second one is worth its barriers
 # (benchmarks/bench_threads.py measures this bound, idle and loaded).
 MIN_WORK_PER_THREAD = 1 << 21
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
 
 
 def threads_for(work: int, available: int | None = None) -> int:

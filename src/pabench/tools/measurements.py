@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+from pabench.core.threads import cpu_name
 from pabench.tools.campaign import REPO
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -37,13 +37,7 @@ NAME = re.compile(r"[\w.-]+")
 
 def machine() -> str:
     """This machine in words: CPU model, cores, memory, and the GPU torch sees, if any."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    words = [f"{cpu}, {os.cpu_count()} cores"]
+    words = [f"{cpu_name()}, {os.cpu_count()} cores"]
     try:
         pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         words.append(f"{pages / 2 ** 30:.0f} GiB memory")

@@ -5,7 +5,6 @@ Each returns a DataFrame in the column layout the figures and claims read (paper
 from __future__ import annotations
 
 import logging
-import platform
 import time
 
 import numpy as np
@@ -13,6 +12,7 @@ import pandas as pd
 import torch
 
 from pabench.core.paths import AvgModel
+from pabench.core.threads import cpu_name
 from pabench.experiments.avgcase import tables
 from pabench.experiments.avgcase.training import as_input
 from pabench.metrics.avgcase import estimators as est
@@ -249,13 +249,7 @@ def device_name(device) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return f"GPU: {torch.cuda.get_device_name(device)}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"CPU: {torch.get_num_threads()} thread(s), {cpu}"
+    return f"CPU: {torch.get_num_threads()} thread(s), {cpu_name()}"
 
 
 def runtime(model, m: AvgModel, images_u8, cfg: dict, device) -> pd.DataFrame:
