@@ -20,6 +20,36 @@ def _pair_max(x: torch.Tensor) -> torch.Tensor:
     return torch.maximum(rows[..., 0::2], rows[..., 1::2])
 
 
+class _StandardLayoutGrad(torch.autograd.Function):
+    """The identity, whose backward hands the gradient back in the standard (NCHW) layout."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
+
+
+def _standard_layout_grad(module, args):
+    if args and isinstance(args[0], torch.Tensor) and args[0].ndim == 4:
+        return (_StandardLayoutGrad.apply(args[0]), *args[1:])
+    return None
+
+
+def on_device(model: nn.Module, device) -> nn.Module:
+    """The model on `device`; on a CPU with its weights in channels-last layout, where small CNNs'
+    convolutions run faster (the DG CNN's training steps 1.7x, the OODRobustBench zoo's attack
+    gradients 1.5-2.7x; the same arithmetic, other rounding).  Input gradients still come back
+    in the standard layout: attack code (ours, AutoAttack's) reshapes them with .view."""
+    model = model.to(device)
+    if torch.device(device).type != "cpu":
+        return model
+    model.register_forward_pre_hook(_standard_layout_grad)
+    return model.to(memory_format=torch.channels_last)
+
+
 class MaxPool2(nn.Module):
     """nn.MaxPool2d(2): the same outputs and gradients, and without autograd several times
     faster on CPU, whose max_pool2d kernel for NCHW tensors is slow (10 ms for a 32 x 16 x 64 x 64

@@ -543,3 +543,28 @@ def test_maxpool2_matches_max_pool2d_values_and_gradients():
             (gg,) = torch.autograd.grad((g * z).sum(), z)
             grads.append((g.detach(), gg))
         assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_on_device_channels_last_keeps_outputs_and_standard_layout_input_gradients():
+    """On a CPU, on_device puts the weights in channels-last layout (faster convolutions) yet the
+    input gradient keeps the input's standard layout, so that attack code may .view it, and the
+    logits and gradients equal the standard-layout model's up to rounding."""
+    from pabench.attacks.models import build
+    from pabench.models import on_device
+
+    torch.manual_seed(0)
+    plain = build("smallcnn8", 10, 32).eval()
+    fast = on_device(build("smallcnn8", 10, 32).eval(), "cpu")
+    fast.load_state_dict(plain.state_dict())
+    conv = next(m for m in fast.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    x = torch.rand(5, 3, 32, 32)
+    grads = []
+    for model in (plain, fast):
+        z = x.clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(z)[:, 3].sum(), z)
+        assert g.is_contiguous()
+        g.view(5, -1)  # raises for a channels-last gradient
+        grads.append(g)
+    torch.testing.assert_close(fast(x), plain(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)

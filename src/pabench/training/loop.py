@@ -32,7 +32,7 @@ from pabench.core import paths
 from pabench.core.io import atomic_path
 from pabench.metrics import posterior_agreement
 from pabench.metrics.settings import PASettings
-from pabench.models import BACKBONES, Classifier
+from pabench.models import BACKBONES, Classifier, on_device
 from pabench.training.algorithms import ALGORITHMS, irm_penalty, irm_weight, lisa_mix, soft_cross_entropy
 
 log = logging.getLogger("pabench.training")
@@ -86,16 +86,10 @@ def check_settings(settings: TrainSettings, train_envs: dict, val_envs: dict) ->
 
 
 def to_input(images: np.ndarray, device) -> torch.Tensor:
-    """uint8 images (n, 3, S, S) as floats in [-1, 1] (channels-last on a CPU: see `on_device`)."""
+    """uint8 images (n, 3, S, S) as floats in [-1, 1] (channels-last on a CPU: see
+    pabench.models.on_device)."""
     x = torch.from_numpy(np.array(images)).to(device).float().div_(127.5).sub_(1.0)
     return x.contiguous(memory_format=torch.channels_last) if x.device.type == "cpu" else x
-
-
-def on_device(model: torch.nn.Module, device) -> torch.nn.Module:
-    """The model on `device`; on a CPU in channels-last layout, where the DG CNN's training steps
-    and 256-image BatchNorm passes run 1.7x faster (the same arithmetic, other rounding)."""
-    model = model.to(device)
-    return model.to(memory_format=torch.channels_last) if torch.device(device).type == "cpu" else model
 
 
 @torch.no_grad()
@@ -246,8 +240,7 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     best = {}  # checkpoint name -> the best value so far
-    pairs = {name: (list(pair.values()), [class_indices(classes, v.labels) for v in pair.values()])
-             for name, pair in {None: val_envs, **also_validate}.items()}
+    pairs = _validation_pairs(classes, {None: val_envs, **also_validate})
     for epoch in range(settings.epochs):
         model.train()
         orders = [torch.randperm(len(e), generator=gen).numpy() for e in envs]
@@ -294,14 +287,35 @@ def train(settings: TrainSettings, train_envs: dict, val_envs: dict, out_dir, tr
     return history
 
 
+def _validation_pairs(classes: np.ndarray, pairs: dict) -> dict:
+    """{split: (images per environment, class indices per environment)}, where environments
+    whose images are identical (a pair rendered twice in one environment: the thesis's SD
+    split) share one array, which `_validate` predicts once."""
+    arrays, out = [], {}
+    for split, pair in pairs.items():
+        images = []
+        for env in pair.values():
+            same = next((a for a in arrays if a.shape == env.images.shape
+                         and np.array_equal(a, env.images)), None)
+            if same is None:
+                arrays.append(same := env.images)
+            images.append(same)
+        out[split] = (images, [class_indices(classes, v.labels) for v in pair.values()])
+    return out
+
+
 def _validate(model, pairs: dict, device, adam: PASettings | None) -> dict:
-    """The history columns of one epoch's validation: per pair ({split: (environments, labels)},
-    split None the main pair) the accuracy (pooled and, for the main pair, per environment) and
-    PA between the two environments, exact and, with `adam`, by the adam solver (the pairs of
-    equal size stacked into one solve)."""
-    row, logits = {}, {}
-    for split, (envs, labels) in pairs.items():
-        logits[split] = [predict(model, v.images, device) for v in envs]
+    """The history columns of one epoch's validation: per pair ({split: (images, labels)} per
+    environment, split None the main pair) the accuracy (pooled and, for the main pair, per
+    environment) and PA between the two environments, exact and, with `adam`, by the adam solver
+    (the pairs of equal size stacked into one solve).  An array shared by several environments
+    is predicted once."""
+    row, logits, predicted = {}, {}, {}
+    for split, (images, labels) in pairs.items():
+        for x in images:
+            if id(x) not in predicted:
+                predicted[id(x)] = predict(model, x, device)
+        logits[split] = [predicted[id(x)] for x in images]
         accs = [float((lg.argmax(1) == y).mean()) for lg, y in zip(logits[split], labels)]
         pa = posterior_agreement(*logits[split])
         row[_column("best_acc", split)] = float(np.mean(accs))

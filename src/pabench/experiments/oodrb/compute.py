@@ -17,6 +17,7 @@ from pabench.attacks import robustbench
 from pabench.attacks.models import load_zoo_model, save_zoo_model
 from pabench.attacks.training import ZooSettings, as_float, train_zoo
 from pabench.experiments.oodrb import plan
+from pabench.models import on_device
 from pabench.reporting import degenerate
 
 log = logging.getLogger("pabench.oodrb")
@@ -209,10 +210,10 @@ def load(config: dict, name: str, path, device):
     """A zoo model from its checkpoint, or a RobustBench model by id (paper scale), from the
     setup's dataset and threat model (RobustBench's CIFAR-10 L-inf or L2, ImageNet L-inf)."""
     if name in plan.zoo(config):
-        return load_zoo_model(path, device=device)[0]
+        return on_device(load_zoo_model(path, device=device)[0], device)
     o = config["oodrb"]
-    return robustbench.load(name, o["dataset"], o["robustbench_dir"], device,
-                            o["robustbench_weights"], plan.norm(config))
+    return on_device(robustbench.load(name, o["dataset"], o["robustbench_dir"], device,
+                                      o["robustbench_weights"], plan.norm(config)), device)
 
 
 def describe(spec: dict) -> dict:
