@@ -17,7 +17,7 @@ workflow: env
 
 # Everything (unit and end-to-end workflow tests), under 10 minutes on 2 cores.
 test: env browser
-	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider tests
+	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup tests
 
 # The unit tests only, those marked slow left out (no Snakemake run, no subprocess or job server,
 # no large model: `make test` runs them), on every core (at most 4 workers; pytest-xdist).

@@ -63,6 +63,28 @@ class MaxPool2(nn.Module):
         return _pair_max(x[..., :h, :w])
 
 
+class BasicBlock(nn.Module):
+    """He et al.'s post-activation basic block: conv3x3-BN-ReLU-conv3x3-BN plus the input (a
+    strided 1x1 conv + BN where the shape changes), then ReLU.  `shortcut`: the projection's
+    name, as the published weights call it (torchvision and the CIFAR ResNets of
+    pabench.attacks.published: downsample; the average-case authors' ResNet-18: shortcut)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, shortcut: str = "shortcut"):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut_name = shortcut
+        setattr(self, shortcut, nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                              nn.BatchNorm2d(cout))
+                if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(out + getattr(self, self.shortcut_name)(x))
+
+
 class SmallCNN(nn.Module):
     """Three conv-BatchNorm-ReLU blocks.  Without the BatchNorm the pooled features of a small
     digit on a flat background are tiny (variance ~1e-6), the head's BatchNorm then normalises

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pabench.core.io import atomic_path
-from pabench.models import MaxPool2
+from pabench.models import BasicBlock, MaxPool2
 
 ARCHS = ("cnn", "preact_resnet18", "wrn28_10")  # and "smallcnn<channels>" (OODRobustBench's zoo)
 # Published standardly trained CIFAR-10 networks (pabench.attacks.published), and
@@ -122,25 +122,6 @@ class Normalized(nn.Module):
         return self.net((x - self.mean) / self.std)
 
 
-class _BasicBlock(nn.Module):
-    """conv-BN-ReLU-conv-BN plus the input (a strided 1x1 conv + BN where the shape changes),
-    then ReLU: the block of He et al.'s CIFAR ResNets, with torchvision's names."""
-
-    def __init__(self, cin: int, cout: int, stride: int):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                         nn.BatchNorm2d(cout))
-                           if stride != 1 or cin != cout else None)
-
-    def forward(self, x):
-        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
-        return F.relu(out + (x if self.downsample is None else self.downsample(x)))
-
-
 class CifarResNet(nn.Module):
     """ResNet-20/32/44/56 for CIFAR (He et al. 2016, Section 4.2): a 16-channel 3x3 stem, three
     stages of `blocks` basic blocks at 16, 32, 64 channels (strides 1, 2, 2), global average
@@ -152,7 +133,7 @@ class CifarResNet(nn.Module):
         self.bn1 = nn.BatchNorm2d(16)
         cin = 16
         for i, (cout, stride) in enumerate(((16, 1), (32, 2), (64, 2)), 1):
-            stage = [_BasicBlock(cin, cout, stride)] + [_BasicBlock(cout, cout, 1)
+            stage = [BasicBlock(cin, cout, stride, "downsample")] + [BasicBlock(cout, cout, 1, "downsample")
                                                         for _ in range(blocks - 1)]
             setattr(self, f"layer{i}", nn.Sequential(*stage))
             cin = cout

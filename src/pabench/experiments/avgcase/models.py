@@ -25,28 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pabench.models import BasicBlock
+
 
 # ---------------------------------------------------------------------------------------------
 # Post-activation ResNet-18
-
-class BasicBlock(nn.Module):
-    """conv3x3-BN-ReLU-conv3x3-BN, plus the shortcut, then ReLU (post-activation)."""
-
-    def __init__(self, cin: int, cout: int, stride: int):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
-                                       nn.BatchNorm2d(cout))
-                         if stride != 1 or cin != cout else nn.Identity())
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)), inplace=True)
-        out = self.bn2(self.conv2(out)) + self.shortcut(x)
-        return F.relu(out, inplace=True)
-
 
 class ResNet18(nn.Module):
     """The paper's ResNet-18 for 32x32 images; `width` is the first stage's channels (64 in the
