@@ -16,10 +16,10 @@ workflow: env
 	PATH="$(BIN):$$PATH" snakemake --cores $(CORES)
 
 # Everything (unit and end-to-end workflow tests), under 10 minutes on 2 cores: on every core
-# (at most 4 workers), a test file's tests on one worker, so that its module fixtures and the
-# session's shared test-scale run are built once per worker.
+# (at most 4 workers); the tests that read the session's shared test-scale run on one worker,
+# each file's other tests together (tests/conftest.py).
 test: env browser
-	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadfile tests
+	PATH="$(BIN):$$PATH" python -m pytest -q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup tests
 
 # The unit tests only, those marked slow left out (no Snakemake run, no subprocess or job server,
 # no large model: `make test` runs them), on every core (at most 4 workers; pytest-xdist).
