@@ -55,13 +55,13 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_itemcollected(item):
     """For pytest-xdist's --dist loadgroup (`make test`): the tests that read the session's
     test-scale run (`ran`) on one worker, so that the run is made once, and the other tests of a
-    file together, so that its module fixtures are built once."""
-    for item in items:
-        group = "ran" if "ran" in item.fixturenames else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    file together, so that its module fixtures are built once.  (Marked as each item is collected:
+    xdist reads the groups in its own pytest_collection_modifyitems.)"""
+    group = "ran" if "ran" in item.fixturenames else item.nodeid.split("::")[0]
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
