@@ -30,7 +30,10 @@ TRIALS = {
 }
 
 
-@pytest.mark.parametrize("case", TRIALS.values(), ids=TRIALS.keys())
+# Each trial in an xdist group of its own (besides its file's: tests/conftest.py), so that
+# `make test` may run the trials side by side.
+@pytest.mark.parametrize("case", [pytest.param(case, id=name, marks=pytest.mark.xdist_group(name))
+                                  for name, case in TRIALS.items()])
 def test_a_killed_run_finishes_with_identical_outputs(tmp_path, case):
     """SIGKILL the Snakemake process tree mid-run (the case's moment), rerun with
     --rerun-incomplete: the outputs are exactly an uninterrupted run's."""
