@@ -133,8 +133,8 @@ class CifarResNet(nn.Module):
         self.bn1 = nn.BatchNorm2d(16)
         cin = 16
         for i, (cout, stride) in enumerate(((16, 1), (32, 2), (64, 2)), 1):
-            stage = [BasicBlock(cin, cout, stride, "downsample")] + [BasicBlock(cout, cout, 1, "downsample")
-                                                        for _ in range(blocks - 1)]
+            stage = [BasicBlock(cin if k == 0 else cout, cout, stride if k == 0 else 1, "downsample")
+                     for k in range(blocks)]
             setattr(self, f"layer{i}", nn.Sequential(*stage))
             cin = cout
         self.fc = nn.Linear(64, num_classes)
