@@ -40,8 +40,8 @@ def _standard_layout_grad(module, args):
 
 def on_device(model: nn.Module, device) -> nn.Module:
     """The model on `device`; on a CPU with its weights in channels-last layout, where small CNNs'
-    convolutions run faster (the DG CNN's training steps 1.7x, the OODRobustBench zoo's attack
-    gradients 1.5-2.7x; the same arithmetic, other rounding).  Input gradients still come back
+    convolutions run faster (the DG CNN's training steps 1.7x, the OODRobustBench zoo's gradient
+    steps up to 2.7x; the same arithmetic, other rounding).  Input gradients still come back
     in the standard layout: attack code (ours, AutoAttack's) reshapes them with .view."""
     model = model.to(device)
     if torch.device(device).type != "cpu":
