@@ -68,7 +68,7 @@ def _step(kind: str):
     return lambda: a @ b
 
 
-def _run(kind: str, seconds: float, start, out) -> None:
+def _run(slot: int, kind: str, seconds: float, start, out) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -80,24 +80,20 @@ def _run(kind: str, seconds: float, start, out) -> None:
     while time.perf_counter() - t0 < seconds:
         step()
         n += 1
-    out.put((kind, n / (time.perf_counter() - t0)))
+    out.put((slot, n / (time.perf_counter() - t0)))
 
 
 def rates(kinds, seconds: float) -> list[float]:
     """Steps per second of each workload of `kinds`, run at the same time."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Barrier(len(kinds)), ctx.Queue()
-    procs = [ctx.Process(target=_run, args=(k, seconds, start, out)) for k in kinds]
+    procs = [ctx.Process(target=_run, args=(i, k, seconds, start, out)) for i, k in enumerate(kinds)]
     for p in procs:
         p.start()
-    got = [out.get() for _ in procs]
+    got = dict(out.get() for _ in procs)
     for p in procs:
         p.join()
-    # one result per process; pairs of one kind report twice: keep both, in order
-    by_kind: dict[str, list[float]] = {}
-    for k, r in got:
-        by_kind.setdefault(k, []).append(r)
-    return [by_kind[k].pop() for k in kinds]
+    return [got[i] for i in range(len(kinds))]
 
 
 def main():

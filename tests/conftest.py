@@ -33,7 +33,11 @@ def run_snakemake(workdir, *args, env=None, check=True):
 
 def planned(root, *args) -> list[tuple[str, str]]:
     """(rule, wildcards) of every job a dry run plans, rule `all` left out."""
-    out = run_snakemake(root, "-n", *args).stdout
+    return planned_in(run_snakemake(root, "-n", *args).stdout)
+
+
+def planned_in(out: str) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job in a dry run's output, rule `all` left out."""
     jobs = []
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         m = re.match(r"(?:local)?rule (\w+):", block)
