@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-BACKBONES = ("cnn", "resnet18", "resnet50")
+BACKBONES = ("cnn", "cnn_w8", "resnet18", "resnet50")
 
 
 def _pair_max(x: torch.Tensor) -> torch.Tensor:
@@ -86,28 +86,29 @@ class BasicBlock(nn.Module):
 
 
 class SmallCNN(nn.Module):
-    """Three conv-BatchNorm-ReLU blocks.  Without the BatchNorm the pooled features of a small
-    digit on a flat background are tiny (variance ~1e-6), the head's BatchNorm then normalises
-    mostly its eps and its running statistics, and eval-mode predictions collapse to one class."""
+    """Three conv-BatchNorm-ReLU blocks of `width`, 2 x and 4 x `width` channels.  Without the
+    BatchNorm the pooled features of a small digit on a flat background are tiny (variance
+    ~1e-6), the head's BatchNorm then normalises mostly its eps and its running statistics, and
+    eval-mode predictions collapse to one class."""
 
-    def __init__(self):
+    def __init__(self, width: int = 16):
         super().__init__()
 
         def block(c_in, c_out):
             return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
 
         self.net = nn.Sequential(
-            *block(3, 16), MaxPool2(), *block(16, 32), MaxPool2(), *block(32, 64),
+            *block(3, width), MaxPool2(), *block(width, 2 * width), MaxPool2(), *block(2 * width, 4 * width),
             nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.out_features = 64
+        self.out_features = 4 * width
 
     def forward(self, x):
         return self.net(x)
 
 
 def _backbone(name: str) -> tuple[nn.Module, int]:
-    if name == "cnn":
-        body = SmallCNN()
+    if name in ("cnn", "cnn_w8"):
+        body = SmallCNN(8 if name == "cnn_w8" else 16)
         return body, body.out_features
     from torchvision import models
 

@@ -97,7 +97,8 @@ def _workflow_rules() -> set[str]:
     text = "".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
     looped = {f"avg_{kind}" for kind in avg_plan.EVALUATIONS}  # avgcase.smk makes these in a loop
     looped |= {f"oodrb_{kind}" for kind in oodrb_plan.RESULTS}  # and oodrb.smk these
-    return set(re.findall(r"^rule (\w+):", text, flags=re.M)) | {"timings"} | looped
+    looped |= {"adv_attacks"}  # adversarial.smk: adv_attacks_<dataset>, one per dataset
+    return set(re.findall(r"^\s*rule (\w+):", text, flags=re.M)) | {"timings"} | looped
 
 
 def test_every_rule_declares_threads_and_resources():

@@ -176,6 +176,21 @@ def test_training_runs_validates_and_checkpoints(data, tmp_path, algorithm):
     assert logits.shape == (32, 2)
 
 
+@pytest.mark.parametrize("backbone, widths", [("cnn", [16, 32, 64]), ("cnn_w8", [8, 16, 32])])
+def test_small_cnn_backbones_and_their_channel_widths(data, tmp_path, backbone, widths):
+    """The quick scale's cnn_w8 is the small CNN at half the width; a checkpoint rebuilds it."""
+    from pabench.models import Classifier
+
+    convs = [m for m in Classifier(backbone, 2).body.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == widths
+    train_envs, val_envs = data
+    settings = TrainSettings(algorithm="erm", backbone=backbone, epochs=1, lr=1e-3, batch_size=16,
+                             seed=3, device="cpu")
+    train(settings, train_envs, val_envs, tmp_path)
+    model, _ = load_checkpoint(tmp_path / "last.pt")
+    assert [m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)] == widths
+
+
 def test_batchnorm_recalibration_sets_the_exact_statistics_of_the_training_images(data):
     from pabench.training.loop import recalibrate_batchnorm, to_input
 

@@ -187,7 +187,8 @@ def test_every_gpu_rule_is_counted():
     not_counted = {"pa_fig11"}     # PCA of 128 validation images' features: seconds
     gpu_rules = {rule for rule, r in yaml.safe_load((REPO / "workflow/resources.yaml").read_text())
                  ["paper"].items() if r.get("gpu")}
-    counted = {w.rule for config in (PAPER, changed(avgcase__split_sigmas=False), scale_config())
+    counted = {w.rule for config in (PAPER, changed(avgcase__split_sigmas=False),
+                                     changed(adversarial__split_attacks=False), scale_config())
                for w in workload.work(config)}
     assert gpu_rules - counted == not_counted
 

@@ -1,9 +1,12 @@
 """The arXiv v1 overlay (workflow/config/arxiv-v1.yaml), planned by Snakemake dry runs on top of
 the quick and the paper scale: PGD at eps 8, 16, 32/255 and FMN only, no AutoAttack figures."""
+import re
+
 import pytest
 
-from conftest import REPO, planned
+from conftest import REPO, planned_in, run_snakemake
 from pabench.core import config as pabench_config
+from pabench.core import paths
 from pabench.core.paths import MIN_NORM, Eps
 from pabench.experiments.adversarial import plan as adv
 from pabench.papers import PAPERS
@@ -22,12 +25,15 @@ def _config(*overlays) -> dict:
 
 @pytest.mark.parametrize("base", [(), (PAPER,)], ids=["quick", "paper"])
 def test_v1_overlay_plans_pgd_at_8_16_32_and_fmn_without_autoattack(workdir, base):
-    jobs = planned(workdir, "pa", "--configfile", *base, V1)
+    out = run_snakemake(workdir, "-n", "pa", "--configfile", *base, V1).stdout
+    jobs = planned_in(out)
     config = _config(*base, V1)
-    attacks = [dict(kv.split("=") for kv in wc.split(", ")) for rule, wc in jobs if rule == "adv_attack"]
-    per_model = {}  # every attacked model (run) -> its (attack, eps) jobs
-    for a in attacks:
-        per_model.setdefault(a["adv_model"], []).append((a["attack"], a["eps"]))
+    per_model = {}  # every attacked model (run) -> its (attack, eps) runs, whichever jobs run them
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        if re.match(r"rule adv_attack(s_\w+)?:", block):
+            for path in re.search(r"^\s+output: (.*)$", block, flags=re.M).group(1).split(", "):
+                run = paths.parse_attack_record(path)
+                per_model.setdefault(paths.adv_run(run.model, run.seed), []).append((run.attack, run.eps.tag))
     v1_runs = {("pgd", tag) for tag in V1_EPS} | {("fmn", MIN_NORM)}
     assert all(sorted(r) == sorted(v1_runs) for r in per_model.values()), per_model
     models = adv.models(config, adv.main_dataset(config))  # quick: the zoo; paper: + RobustBench

@@ -59,38 +59,78 @@ rule adv_train:
         "../scripts/adv_train.py"
 
 
-rule adv_attack:
-    input:
-        model=lambda wc: adv.model_input(config, wc.adv_model),
-        test=paths.adv_split("{dataset}", "test"),
-    output:
-        record=paths.attack_record(),
-    params:
+# One attack job per (model, attack, eps) run with adversarial.split_attacks, else one per model
+# running all of them; the same script and records either way.
+def _attack_rule_params():
+    return dict(
         experiment="adversarial",
-        eps=lambda wc: Eps(wc.eps),
-        settings=lambda wc: adv.attack_settings(config, wc.dataset)[wc.attack],
         jpeg_rs=lambda wc: adv.jpeg_rs_params(config, wc.adv_model),
         from_zoo=lambda wc: adv.from_zoo(config, wc.adv_model),
         device=config["adversarial"]["device"],
         batch_size=config["adversarial"]["batch_size"],
         robustbench_dir=config["adversarial"]["robustbench_dir"],
         robustbench_weights=config["adversarial"].get("robustbench_weights", "download"),
-    wildcard_constraints:
-        dataset="mnist32|cifar10|imagenet",
-        adv_model=r"[A-Za-z0-9_.+\-]+",
-        attack="|".join(ATTACKS),
-        eps=rf"[0-9.\-]+|{MIN_NORM}",
-    log:
-        paths.log("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}"),
-    benchmark:
-        paths.benchmark("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}")
-    threads: 1
-    resources:
-        **resources.of(config, "adv_attack"),
-    conda:
-        "../../envs/pabench.yaml"
-    script:
-        "../scripts/adv_attack.py"
+    )
+
+
+if adv.split_attacks(config):
+
+    rule adv_attack:
+        input:
+            model=lambda wc: adv.model_input(config, wc.adv_model),
+            test=paths.adv_split("{dataset}", "test"),
+        output:
+            records=[paths.attack_record()],
+        params:
+            dataset=lambda wc: wc.dataset,
+            runs=lambda wc: adv.attack_jobs(config, wc.dataset, [(wc.attack, Eps(wc.eps))]),
+            **_attack_rule_params(),
+        wildcard_constraints:
+            dataset="mnist32|cifar10|imagenet",
+            adv_model=r"[A-Za-z0-9_.+\-]+",
+            attack="|".join(ATTACKS),
+            eps=rf"[0-9.\-]+|{MIN_NORM}",
+        log:
+            paths.log("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}"),
+        benchmark:
+            paths.benchmark("adv_attack", "{dataset}", "{adv_model}", "{attack}", "{eps}")
+        threads: 1
+        resources:
+            **resources.of(config, "adv_attack"),
+        conda:
+            "../../envs/pabench.yaml"
+        script:
+            "../scripts/adv_attack.py"
+
+else:
+    for _dataset in adv.datasets(config):
+
+        rule:
+            name:
+                f"adv_attacks_{_dataset}"
+            input:
+                model=lambda wc: adv.model_input(config, wc.adv_model),
+                test=paths.adv_split(_dataset, "test"),
+            output:
+                records=[paths.attack_record(_dataset, "{adv_model}", a, e)
+                         for a, e in adv.model_runs(config, _dataset)],
+            params:
+                dataset=_dataset,
+                runs=adv.attack_jobs(config, _dataset, adv.model_runs(config, _dataset)),
+                **_attack_rule_params(),
+            wildcard_constraints:
+                adv_model=r"[A-Za-z0-9_.+\-]+",
+            log:
+                paths.log("adv_attacks", _dataset, "{adv_model}"),
+            benchmark:
+                paths.benchmark("adv_attacks", _dataset, "{adv_model}")
+            threads: 1
+            resources:
+                **resources.of(config, "adv_attacks"),
+            conda:
+                "../../envs/pabench.yaml"
+            script:
+                "../scripts/adv_attack.py"
 
 
 rule adv_score:

@@ -1,5 +1,6 @@
-"""Rule adv_attack: one attack run (model, attack, eps) over the test images; writes the
-per-sample record (adversarial image, clean and adversarial scores, L-inf norm, success)."""
+"""Rules adv_attack and adv_attacks: attack runs of one model over the test images, one per
+(attack, eps) of params.runs, each written to its record in output.records (adversarial image,
+clean and adversarial scores, L-inf norm, success)."""
 from pabench.runtime.jobserver import delegate; delegate()  # noqa: E702 - first (runtime.jobserver)
 import torch
 
@@ -25,13 +26,17 @@ with job(snakemake) as run:  # noqa: F821 - `snakemake` is injected by Snakemake
                              f"({labels.max() + 1} classes, {images.shape[-1]} px)")
     else:
         model_id, defended = pretrained(name)
-        model = robustbench.load(model_id, smk.wildcards.dataset, smk.params.robustbench_dir, device,
+        model = robustbench.load(model_id, smk.params.dataset, smk.params.robustbench_dir, device,
                                  smk.params.robustbench_weights)
         if defended:
             model = JpegReverseSigmoid(model, **smk.params.jpeg_rs).to(device).eval()
-    record = attack_dataset(model, images, labels, smk.wildcards.attack, smk.params.eps, dict(smk.params.settings),
-                            smk.output.record, smk.params.batch_size, device, int(labels.max()) + 1)
-    run.log({"attack_success_rate": float(record["success"].mean()),
-             "clean_accuracy": float((record["clean_scores"].argmax(1) == labels).mean()),
-             "adversarial_accuracy": float((record["adv_scores"].argmax(1) == labels).mean()),
-             "max_linf": float(record["linf"].max()), "mean_linf": float(record["linf"].mean())})
+    one = len(smk.params.runs) == 1
+    for spec, path in zip(smk.params.runs, smk.output.records, strict=True):
+        record = attack_dataset(model, images, labels, spec["attack"], spec["eps"], dict(spec["settings"]),
+                                path, smk.params.batch_size, device, int(labels.max()) + 1)
+        metrics = {"attack_success_rate": float(record["success"].mean()),
+                   "clean_accuracy": float((record["clean_scores"].argmax(1) == labels).mean()),
+                   "adversarial_accuracy": float((record["adv_scores"].argmax(1) == labels).mean()),
+                   "max_linf": float(record["linf"].max()), "mean_linf": float(record["linf"].mean())}
+        # One run: the metrics by name; several: under <attack>/<eps>/ each.
+        run.log(metrics if one else {f"{spec['attack']}/{spec['eps']}/{k}": v for k, v in metrics.items()})

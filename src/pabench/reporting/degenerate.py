@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom, norm
 
 Z_MARGIN = 3.0
 COLUMN = "degenerate"
@@ -31,6 +30,8 @@ def _hits_needed(n: int, num_classes: int) -> int:
     norm.sf(Z_MARGIN)."""
     if n < 1 or num_classes < 2:
         raise ValueError(f"need n >= 1 samples and K >= 2 classes, got n = {n}, K = {num_classes}")
+    from scipy.stats import binom, norm  # here: figure modules import this one at every workflow start
+
     # binom.isf: the smallest k with P(X > k) <= alpha, so a guesser reaches k + 1 hits that rarely
     return int(binom.isf(norm.sf(Z_MARGIN), n, 1.0 / num_classes)) + 1
 

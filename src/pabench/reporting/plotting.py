@@ -1,15 +1,33 @@
 """What every figure shares: the style file, captions and atomic pdf/png/csv output."""
 from __future__ import annotations
 
+import functools
 import textwrap
 from pathlib import Path
 
-import matplotlib
+from pabench.core.io import atomic_path, write_csv
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
-from pabench.core.io import atomic_path, write_csv  # noqa: E402
+@functools.cache
+def pyplot():
+    """matplotlib.pyplot on the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot
+
+    return matplotlib.pyplot
+
+
+class _Pyplot:
+    """`plt`: matplotlib.pyplot, imported on first use.  Every workflow start imports the figure
+    modules (the paper registries name their functions), and most starts draw nothing."""
+
+    def __getattr__(self, name):
+        return getattr(pyplot(), name)
+
+
+plt = _Pyplot()
 
 
 def use_style(style_file) -> None:

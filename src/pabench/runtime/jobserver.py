@@ -38,11 +38,13 @@ ENV = "PABENCH_JOB_SERVER"        # "0": every job in its own process
 INSIDE = "PABENCH_IN_JOB_SERVER"  # set in a server's child: the script runs here
 IDLE_TIMEOUT = 60.0
 KILL_GRACE = 3.0                  # s between SIGTERM and SIGKILL of a cancelled job
-# What jobs import most, in import order (a missing one is skipped).  The BERT modules: the
+# What jobs import most, in import order (a missing one is skipped).  snakemake.script: every
+# job's preamble.  foolbox and pyautoattack: the attack jobs (0.4 s each).  The BERT modules: the
 # quick scale's 13 Figure 10 jobs each spent 3 CPU-s importing them for 2 s of MiniLM.
 PRELOAD = ("numpy", "pandas", "yaml", "tqdm", "scipy.stats", "scipy.optimize", "scipy.ndimage",
            "torch", "torch.nn.functional", "torchvision", "matplotlib", "matplotlib.pyplot",
-           "sklearn.decomposition", "sklearn.linear_model", "transformers.models.auto.modeling_auto",
+           "sklearn.decomposition", "sklearn.linear_model", "snakemake.script", "foolbox",
+           "pyautoattack", "transformers.models.auto.modeling_auto",
            "transformers.models.auto.tokenization_auto", "transformers.models.bert.modeling_bert",
            "transformers.models.bert.tokenization_bert")
 

@@ -142,8 +142,10 @@ def adversarial(config: dict) -> list[Work]:
             net = _adv_net(config, model, ds, shape, classes)
             for attack, cfg in adv.attack_settings(config, ds).items():
                 for eps in adv.eps_grid(config, attack, ds):
-                    out.append(_attack_run(f"adv_attack {ds}/{adv_run(model, seed)}/{attack}/{eps}",
-                                           net, n, attack, cfg))
+                    run = adv_run(model, seed)  # split_attacks: a job per run, else per model
+                    job = (f"adv_attack {ds}/{run}/{attack}/{eps}" if adv.split_attacks(config)
+                           else f"adv_attacks {ds}/{run}")
+                    out.append(_attack_run(job, net, n, attack, cfg))
     for model in adv.zoo(config):
         p = adv.zoo_params(config, model)
         steps = _size(p["n_train"], data.train) // p["batch_size"]

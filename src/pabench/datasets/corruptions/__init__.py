@@ -52,7 +52,14 @@ def check_severity(severity) -> int:
     return int(severity)
 
 
-from pabench.datasets.corruptions.apply import corrupt  # noqa: E402  (needs the names above)
+def __getattr__(name: str):
+    """`corrupt`, imported on first use: the workflow's config check reads the names above, and
+    importing apply (torch, scipy) would add seconds to every Snakemake start."""
+    if name == "corrupt":
+        from pabench.datasets.corruptions.apply import corrupt
+
+        return corrupt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["ALL_CORRUPTIONS", "CORRUPTIONS", "EXTRA_CORRUPTIONS", "SEVERITIES", "check_corruption",
            "check_severity", "check_size", "corrupt"]

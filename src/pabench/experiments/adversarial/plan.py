@@ -65,6 +65,23 @@ def eps_grid(config: dict, attack: str, dataset: str) -> list[Eps]:
     return [Eps.of(e) for e in (adv["imagenet"]["eps"] if dataset == "imagenet" else adv["eps"])]
 
 
+def split_attacks(config: dict) -> bool:
+    """Whether each attack run is a job of its own (adv_attack) or each model's runs are one
+    job (adv_attacks)."""
+    return bool(config["adversarial"]["split_attacks"])
+
+
+def model_runs(config: dict, dataset: str) -> list[tuple[str, Eps]]:
+    """(attack, eps) of every attack run of one model on a dataset."""
+    return [(a, e) for a in attack_settings(config, dataset) for e in eps_grid(config, a, dataset)]
+
+
+def attack_jobs(config: dict, dataset: str, attacks: list[tuple[str, Eps]]) -> list[dict]:
+    """What an attack job runs, per (attack, eps) in order: the attack, its eps and settings."""
+    settings = attack_settings(config, dataset)
+    return [{"attack": a, "eps": e, "settings": dict(settings[a])} for a, e in attacks]
+
+
 def runs(config: dict, dataset: str, run: str, attack: str) -> list[paths.AttackRun]:
     """The attack runs of one model run (paths.adv_run's name) under one attack, every eps."""
     model, seed = paths.parse_adv_run(run)

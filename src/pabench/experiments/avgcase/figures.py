@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pabench.core.io import load_npz, read_table
 from pabench.experiments.avgcase.tables import (ESTIMATORS, FEWEST_TIES, errors_of,
@@ -466,6 +465,8 @@ def noise_pa(inputs: dict, outputs, meta: dict) -> pd.DataFrame:
     """Per model: log PA (exact solver) of clean vs noisy logits and the mean p_robust (MC)
     against sigma; and log PA against mean p_robust over every model and sigma."""
     table = read_table(inputs["table"]).sort_values(["dataset", "model", "sigma"])
+    from scipy import stats  # here: the registries import this module at every workflow start
+
     rho = stats.spearmanr(table.logpa, table.p_mc_mean).statistic if len(table) > 2 else np.nan
     fig, axes = plt.subplots(1, 3, figsize=(10.5, 3.2))
     for k, (dataset, model) in enumerate(_models(table)):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pabench.core.io import read_table
 from pabench.reporting.degenerate import COLUMN as DEGENERATE
@@ -137,6 +136,8 @@ def models(inputs: dict) -> pd.DataFrame:
 def _rank_correlations(x: pd.Series, y: pd.Series) -> dict:
     if len(x) < 3:  # a rank correlation of two points says nothing
         return {"spearman": np.nan, "spearman p": np.nan, "kendall": np.nan, "kendall p": np.nan}
+    from scipy import stats  # here: the registries import this module at every workflow start
+
     rho, tau = stats.spearmanr(x, y), stats.kendalltau(x, y)
     return {"spearman": rho.statistic, "spearman p": rho.pvalue,
             "kendall": tau.statistic, "kendall p": tau.pvalue}

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from pabench.core.io import read_table
 from pabench.reporting.degenerate import COLUMN as DEGENERATE
@@ -641,6 +640,8 @@ def kendall(x, y) -> tuple[float, float, int]:
     x, y = x[keep], y[keep]
     if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return np.nan, np.nan, len(x)
+    from scipy import stats  # here: the registries import this module at every workflow start
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = stats.kendalltau(x, y)
