@@ -7,7 +7,7 @@ from conftest import REPO
 from pabench.tools import workload
 from pabench.core import paths
 from pabench.core.config import load
-from pabench.experiments.avgcase import plan
+from pabench.experiments.avgcase import figures, plan
 from pabench.papers.avgcase import ARCHS, PAPER
 
 QUICK = load([REPO / "config.yaml"])
@@ -55,7 +55,7 @@ def test_table1_reads_the_main_model_and_the_runtimes_every_model():
 def test_the_appendix_entries_read_their_models():
     seeds = plan.seeds(QUICK)
     other = ENTRIES["class_bias_other"]
-    assert other.function.endswith(":fig4") and other.claims == ("avg-class-bias-other",)
+    assert other.function is figures.fig4 and other.claims == ("avg-class-bias-other",)
     assert other.inputs(QUICK) == {"estimates": plan.files("estimates", ["mnist/cnn_w16-lam0"], seeds)}
     assert other.enabled(QUICK)
     assert PAPER_SCALE["avgcase"]["class_bias_other"] == ["mnist/cnn-lam0", "cifar100/resnet18-lam0"]

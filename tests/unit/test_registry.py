@@ -12,6 +12,7 @@ from pabench.core import resources
 from pabench.core.config import load as load_config
 from pabench.experiments.avgcase import plan as avg_plan
 from pabench.experiments.oodrb import plan as oodrb_plan
+from pabench.experiments.toy import figures as toy_figures
 from pabench.papers import PAPERS, claim_modules, claim_tables, unbuildable
 from pabench.reporting import registry
 from pabench.reporting.claims import load
@@ -36,7 +37,7 @@ def test_every_entry_resolves_and_builds_its_rule_inputs_at_every_scale():
     for scale, config in CONFIGS.items():
         for paper in PAPERS.values():
             for e in paper.enabled(config):
-                assert callable(e.load()), e.function
+                assert registry.load_function(e.spec) is e.function, e.spec
                 inputs = e.inputs(config)
                 for name, value in inputs.items():
                     assert re.fullmatch(r"[a-z_]+", name)
@@ -63,12 +64,23 @@ def test_claim_tables_name_one_file_each():
         assert needed - set(tables) <= ({"imagenet"} if config["text"]["enabled"] else {"imagenet", "text"})
 
 
+def _nested():
+    def draw(inputs):
+        return None
+    return draw
+
+
 def test_a_bad_entry_is_refused():
     with pytest.raises(ValueError, match="unknown experiment"):
-        registry.Entry("pa", "figX", "m:f", "nowhere", "caption")
+        registry.Entry("pa", "figX", toy_figures.fig1, "nowhere", "caption")
     with pytest.raises(ValueError, match="kind"):
-        registry.Entry("pa", "figX", "m:f", "toy", "caption", kind="movie")
-    entry = registry.Entry("pa", "fig1", "m:f", "toy", "caption")
+        registry.Entry("pa", "figX", toy_figures.fig1, "toy", "caption", kind="movie")
+    # a job imports the function by its module and name: a string, a lambda or a nested
+    # function cannot be found that way
+    for bad in ("pabench.experiments.toy.figures:fig1", lambda inputs: None, _nested()):
+        with pytest.raises(ValueError, match="module-level function"):
+            registry.Entry("pa", "figX", bad, "toy", "caption")
+    entry = registry.Entry("pa", "fig1", toy_figures.fig1, "toy", "caption")
     with pytest.raises(ValueError, match="duplicate entries"):
         registry.Paper("pa", "title", (entry, entry))
 
@@ -77,7 +89,7 @@ def test_a_bad_entry_is_refused():
 def test_figure_and_table_functions_drawn_from_tables_import_no_torch():
     """A job that draws from CSVs (or the config) must not pay PyTorch's import."""
     needs_torch = {"fig8", "fig11", "fig13"}  # logits files, checkpoints, rendered images
-    modules = sorted({e.function.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
+    modules = sorted({e.spec.partition(":")[0] for e in ENTRIES if e.name not in needs_torch}
                      | {"pabench.reporting.tables", "pabench.reporting.claims", "pabench.runtime.workflow",
                         *claim_modules()})
     code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
@@ -97,7 +109,7 @@ def _workflow_rules() -> set[str]:
     text = "".join(p.read_text() for p in (REPO / "workflow/rules").glob("*.smk"))
     looped = {f"avg_{kind}" for kind in avg_plan.EVALUATIONS}  # avgcase.smk makes these in a loop
     looped |= {f"oodrb_{kind}" for kind in oodrb_plan.RESULTS}  # and oodrb.smk these
-    looped |= {"adv_attacks"}  # adversarial.smk: adv_attacks_<dataset>, one per dataset
+    looped |= {"adv_attacks", "adv_scores"}  # adversarial.smk: adv_attacks_<dataset>, ...
     return set(re.findall(r"^\s*rule (\w+):", text, flags=re.M)) | {"timings"} | looped
 
 

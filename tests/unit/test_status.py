@@ -61,12 +61,12 @@ def test_where_finds_the_function_line_inputs_and_the_keys_read(monkeypatch, cap
     for target in ("figures/oodrb/fig3.pdf", "figures/oodrb/fig3", "oodrb_fig3", str(REPO / "figures/oodrb/fig3.png")):
         assert where.find(target)[1].name == "fig3"
     text = where.describe("figures/oodrb/fig3.pdf", config)
-    fn = PAPERS["oodrb"].entries[[e.name for e in PAPERS["oodrb"].entries].index("fig3")].load()
+    fn = PAPERS["oodrb"].entries[[e.name for e in PAPERS["oodrb"].entries].index("fig3")].function
     line = inspect.getsourcelines(fn)[1]
     assert f"src/pabench/experiments/oodrb/figures.py:{line})" in text
     assert "input     shifts: data/results/oodrb/shifts.csv" in text
     # the keys an entry reads, most specific only
-    probe = Entry("pa", "probe", "pabench.reporting.status:table", "toy", "Probe: x",
+    probe = Entry("pa", "probe", status.table, "toy", "Probe: x",
                   inputs=lambda c: {"a": c["oodrb"]["zoo"]["defaults"]["epochs"]},
                   meta=lambda c: {"n": c["oodrb"].get("n_test"), "m": c.get("missing_key")})
     assert where.keys_read(probe, config) == ["oodrb.n_test", "oodrb.zoo.defaults.epochs"]

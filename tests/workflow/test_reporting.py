@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import TEST, planned, run_snakemake, scale_config
+from pabench.core import paths
 from pabench.experiments.adversarial import plan as adv
 from pabench.runtime.dashboard import build_workspace, spec_from_dir
 from pabench.papers import PAPERS, claim_modules
@@ -129,24 +130,28 @@ def test_per_sigma_jobs_stack_to_the_bytes_of_one_job(finished):
     assert len(pd.read_csv(finished / rel).sigma.unique()) == len(scale_config()["avgcase"]["sigmas"])
 
 
-def test_one_attack_job_per_model_writes_the_records_of_the_per_attack_jobs(finished):
-    """The test scale attacks with one job per (model, attack, eps) (adversarial.split_attacks,
-    as the paper scale); the quick scale's one job per model, run by Snakemake on the same
-    model, writes the same records, byte for byte in every array."""
+def test_one_attack_and_one_score_job_per_model_write_the_files_of_the_per_attack_jobs(finished):
+    """The test scale attacks and scores with a job per (model, attack, eps) and per (model,
+    attack) (adversarial.split_attacks, as the paper scale); the quick scale's one attack and one
+    scoring job per model, run by Snakemake on the same model, write the same records (every
+    array) and score tables (byte for byte)."""
+    config = scale_config()
     records = sorted((finished / "data/adversarial/mnist32/attacks/jpeg_rs-s0").glob("*/*.npz"))
-    assert len(records) == sum(len(adv.eps_grid(scale_config(), a, "mnist32"))
-                               for a in adv.attack_settings(scale_config(), "mnist32"))
+    assert len(records) == sum(len(adv.eps_grid(config, a, "mnist32")) for a in adv.attack_settings(config, "mnist32"))
+    tables = [finished / paths.adv_scores("mnist32", "jpeg_rs-s0", a) for a in adv.attack_settings(config, "mnist32")]
     before = {r: dict(np.load(r)) for r in records}
+    scored = {t: t.read_bytes() for t in tables}
     overlay = finished / "merged.yaml"
     overlay.write_text("adversarial:\n  split_attacks: false\n")
-    rel = [str(r.relative_to(finished)) for r in records]
+    rel = [str(p.relative_to(finished)) for p in (*records, *tables)]
     args = (*rel, "--forcerun", "adv_attacks_mnist32", *TEST, str(overlay))  # targets first
-    assert [r for r, _ in planned(finished, *args)] == ["adv_attacks_mnist32"]
+    assert sorted(r for r, _ in planned(finished, *args)) == ["adv_attacks_mnist32", "adv_scores_mnist32"]
     run_snakemake(finished, "--cores", "2", *args)
     for r in records:
         after = np.load(r)
         assert set(after.files) == set(before[r]) and all(
             np.array_equal(after[k], before[r][k]) for k in after.files), r
+    assert all(t.read_bytes() == scored[t] for t in tables)
 
 
 def test_a_new_seed_runs_only_its_own_jobs(finished):

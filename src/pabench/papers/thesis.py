@@ -4,6 +4,7 @@ and worst-case accuracy over the target domains.  That table, from the model-sel
 the PA paper's Table 1 (no runs of its own)."""
 from __future__ import annotations
 
+from pabench.experiments.dg import tables as dg_tables
 from pabench.papers.pa import ENTRIES as PA_ENTRIES
 from pabench.reporting.registry import Entry, Paper
 
@@ -11,7 +12,7 @@ P = "thesis"
 _PA_TABLE1 = next(e for e in PA_ENTRIES if e.name == "table1")
 
 ENTRIES = (
-    Entry(P, "target_accuracy", "pabench.experiments.dg.tables:target_accuracy", "model_selection",
+    Entry(P, "target_accuracy", dg_tables.target_accuracy, "model_selection",
           "Model selection reported as the thesis plans (Section 3.1.4): average and worst-case "
           "test accuracy (%) over the target domains Test 1..5 of the epoch selected by "
           "validation accuracy and of the one selected by PA (adam solver, as the PA paper, and "

@@ -5,14 +5,16 @@ which function draws it and from which inputs.  The workflow makes one rule per 
 (`workflow/rules/papers.smk`), the report takes its category and caption from it, the claims check
 and the tests read it.  Adding a figure is one entry here plus one function:
 
-    Entry("pa", "fig5", "pabench.experiments.adversarial.figures:ar_figure", "adversarial",
+    Entry("pa", "fig5", adv_figures.ar_figure, "adversarial",
           caption="Figure 5: ...", inputs=lambda c: {...}, args=lambda c: {...})
 
 A figure function is called as `fn(inputs, outputs, meta, **args)` and writes the pdf/png/csv
 `outputs` (see pabench.reporting.plotting.save_figure); a table function as `fn(inputs, **args)`
 and returns the table.  `inputs` maps names to paths (or lists of paths), as the rule declares.
 Functions live in the experiment packages and import only what they need: a figure drawn from
-CSVs never imports PyTorch.
+CSVs never imports PyTorch, and a figure module imports pyplot and scipy only when it draws (the
+registries import every figure module whenever the workflow starts).  The rule hands the job its
+function as "module:name" (`Entry.spec`), and the job imports that module alone.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ def _ready(config: dict) -> str:
 class Entry:
     paper: str
     name: str                     # file name under figures/<paper>/, e.g. "fig5"
-    function: str                 # "module:function"
+    function: Callable            # a module-level function of an experiment package
     experiment: str               # key of EXPERIMENTS: the report's subcategory, the W&B group
     caption: str
     kind: str = "figure"          # figure | table
@@ -72,6 +74,10 @@ class Entry:
             raise ValueError(f"{self.paper}.{self.name}: kind {self.kind!r} is not figure or table")
         if self.experiment not in EXPERIMENTS:
             raise ValueError(f"{self.paper}.{self.name}: unknown experiment {self.experiment!r}")
+        if not callable(self.function) or getattr(self.function, "__qualname__", "") != getattr(
+                self.function, "__name__", None) or self.function.__name__ == "<lambda>":
+            raise ValueError(f"{self.paper}.{self.name}: the function must be a module-level "
+                             f"function (a job imports it by name), not {self.function!r}")
 
     @property
     def rule(self) -> str:
@@ -82,8 +88,10 @@ class Entry:
         files = paths.figure_files if self.kind == "figure" else paths.table_files
         return files(self.paper, self.name)
 
-    def load(self) -> Callable:
-        return load_function(self.function)
+    @property
+    def spec(self) -> str:
+        """The function as "module:name": what the rule passes to its job."""
+        return f"{self.function.__module__}:{self.function.__name__}"
 
     def provenance(self, config: dict) -> dict:
         """The caption and its metadata (scale first), as the figure and the report show it."""

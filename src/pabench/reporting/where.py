@@ -57,8 +57,7 @@ def keys_read(entry, config: dict) -> list[str]:
 
 def describe(target: str, config: dict) -> str:
     paper, e = find(target)
-    fn = e.load()
-    fn = inspect.unwrap(fn)
+    fn = inspect.unwrap(e.function)
     source = Path(inspect.getsourcefile(fn))
     try:
         source = source.relative_to(Path.cwd())
@@ -67,7 +66,7 @@ def describe(target: str, config: dict) -> str:
     line = inspect.getsourcelines(fn)[1]
     lines = [f"{paper.title}, {e.caption.partition(':')[0] if ':' in e.caption[:30] else e.name}",
              f"rule      {e.rule}  (snakemake --cores all {e.rule})",
-             f"function  {e.function}  ({source}:{line})",
+             f"function  {e.spec}  ({source}:{line})",
              f"outputs   {', '.join(e.outputs().values())}"]
     built = e.enabled(config)
     need = e.requires(config)
