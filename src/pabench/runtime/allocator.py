@@ -4,8 +4,9 @@ glibc hands a freed block of more than 128 KiB (its mmap threshold, which grows 
 back to the kernel, and trims the heap's top once 128 KiB of it are free.  A job allocates and
 frees large tensors all the time, every layer's activations for every batch, so each one is
 faulted in afresh, page by page, and zeroed by the kernel.  With the thresholds below, freed
-blocks stay in the process for reuse: on 2 cores the ResNet-18/8 forward pass of the MC estimator
-ran 1.3-1.5x faster (`benchmarks/bench_allocator.py`).  The price is memory a job has
+blocks stay in the process for reuse, which speeds up jobs that allocate large activations batch
+after batch (the MC estimator's ResNet-18/8 forward pass; `benchmarks/bench_allocator.py`,
+docs/measurements.md).  The price is memory a job has
 freed staying mapped until it exits, at most about `top_pad` + the job's own peak.
 
 A user's own GLIBC_TUNABLES malloc settings are kept; PABENCH_MALLOC_TUNING=0 turns this off.
