@@ -74,8 +74,9 @@ class Entry:
             raise ValueError(f"{self.paper}.{self.name}: kind {self.kind!r} is not figure or table")
         if self.experiment not in EXPERIMENTS:
             raise ValueError(f"{self.paper}.{self.name}: unknown experiment {self.experiment!r}")
-        if not callable(self.function) or getattr(self.function, "__qualname__", "") != getattr(
-                self.function, "__name__", None) or self.function.__name__ == "<lambda>":
+        name = getattr(self.function, "__name__", "")  # a nested function's qualname differs
+        qualname = getattr(self.function, "__qualname__", None)
+        if not callable(self.function) or name in ("", "<lambda>") or qualname != name:
             raise ValueError(f"{self.paper}.{self.name}: the function must be a module-level "
                              f"function (a job imports it by name), not {self.function!r}")
 
