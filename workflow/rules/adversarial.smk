@@ -62,26 +62,6 @@ rule adv_train:
 # With adversarial.split_attacks: one attack job per (model, attack, eps) run and one scoring
 # job per (model, attack); without: one attack and one scoring job per model, running all of
 # them.  The same scripts and files either way.
-def _attack_rule_params():
-    return dict(
-        experiment="adversarial",
-        jpeg_rs=lambda wc: adv.jpeg_rs_params(config, wc.adv_model),
-        from_zoo=lambda wc: adv.from_zoo(config, wc.adv_model),
-        device=config["adversarial"]["device"],
-        batch_size=config["adversarial"]["batch_size"],
-        robustbench_dir=config["adversarial"]["robustbench_dir"],
-        robustbench_weights=config["adversarial"].get("robustbench_weights", "download"),
-    )
-
-
-def _score_rule_params():
-    return dict(
-        experiment="adversarial",
-        ratios=config["adversarial"]["adversarial_ratios"],
-        pa=adv.pa_settings(config),
-    )
-
-
 if adv.split_attacks(config):
 
     rule adv_attack:
@@ -93,7 +73,7 @@ if adv.split_attacks(config):
         params:
             dataset=lambda wc: wc.dataset,
             runs=lambda wc: adv.attack_jobs(config, wc.dataset, [(wc.attack, Eps(wc.eps))]),
-            **_attack_rule_params(),
+            **adv.attack_rule_params(config),
         wildcard_constraints:
             dataset="mnist32|cifar10|imagenet",
             adv_model=r"[A-Za-z0-9_.+\-]+",
@@ -119,7 +99,7 @@ if adv.split_attacks(config):
             tables=[paths.adv_scores()],
         params:
             attacks=lambda wc: [wc.attack],
-            **_score_rule_params(),
+            **adv.score_rule_params(config),
         wildcard_constraints:
             dataset="mnist32|cifar10|imagenet",
             adv_model=r"[A-Za-z0-9_.+\-]+",
@@ -151,7 +131,7 @@ else:
             params:
                 dataset=_dataset,
                 runs=adv.attack_jobs(config, _dataset, adv.model_runs(config, _dataset)),
-                **_attack_rule_params(),
+                **adv.attack_rule_params(config),
             wildcard_constraints:
                 adv_model=r"[A-Za-z0-9_.+\-]+",
             log:
@@ -177,7 +157,7 @@ else:
                         for a in adv.attack_settings(config, _dataset)],
             params:
                 attacks=list(adv.attack_settings(config, _dataset)),
-                **_score_rule_params(),
+                **adv.score_rule_params(config),
             wildcard_constraints:
                 adv_model=r"[A-Za-z0-9_.+\-]+",
             log:

@@ -114,10 +114,9 @@ def delegate() -> None:
 
 
 def serve(argv=None) -> None:
-    """The job server (started by `start`): listen, preload, and fork one child per job (from
-    the first one on, between two preloaded imports while those go on) and report its exit
-    status; kill a job whose launcher is gone.  Single-threaded: nothing runs besides the main
-    thread when it forks."""
+    """The job server (started by `start`): listen, preload, then fork one child per job and
+    report its exit status; kill a job whose launcher is gone.  Single-threaded: nothing runs
+    besides the main thread when it forks."""
     import importlib
     import select
     import signal
@@ -127,48 +126,38 @@ def serve(argv=None) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     inode = os.stat(path).st_ino
-    listener.listen(128)
+    listener.listen(128)  # jobs may connect while the libraries are imported
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
     jobs: dict[int, tuple[socket.socket, float | None]] = {}  # child -> (launcher, killed at)
     wake, woken = os.pipe()  # SIGCHLD wakes the loop: a job's status goes out at once
     os.set_blocking(woken, False)
     signal.set_wakeup_fd(woken)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-
-    def serve_ready(timeout: float) -> bool:
-        """Start the jobs whose launchers have connected, report those that ended, cancel those
-        whose launcher hung up; whether anything happened or runs."""
-        conns = {conn: child for child, (conn, _) in jobs.items()}
-        ready, _, _ = select.select([listener, wake, *conns], [], [], timeout)
-        for conn in ready:
-            if conn is listener:
-                _accept(listener, jobs, (wake, woken))
-            elif conn is wake:
-                os.read(wake, 512)
-            elif jobs[conns[conn]][1] is None:  # the launcher hung up: cancel the job
-                _kill(conns[conn], signal.SIGTERM)
-                jobs[conns[conn]] = (conn, time.monotonic())
-        for child, (conn, killed) in list(jobs.items()):
-            done, status = os.waitpid(child, os.WNOHANG)
-            if done:
-                with contextlib.suppress(OSError):
-                    tracking.Channel(conn).send(_exit_code(status))
-                conn.close()
-                del jobs[child]
-            elif killed is not None and time.monotonic() - killed > KILL_GRACE:
-                _kill(child, signal.SIGKILL)
-        return bool(ready or jobs)
-
+    last_busy = time.monotonic()
     try:
-        # A job that connects while the libraries are imported starts at once, between two
-        # imports: its child imports the rest itself.  Waiting for all of them cost a workflow
-        # of one small job ~4 s.
-        for name in PRELOAD:
-            with contextlib.suppress(Exception):
-                importlib.import_module(name)
-            serve_ready(0)
-        last_busy = time.monotonic()
         while True:
-            if serve_ready(0.5):
+            conns = {conn: child for child, (conn, _) in jobs.items()}
+            ready, _, _ = select.select([listener, wake, *conns], [], [], 0.5)
+            for conn in ready:
+                if conn is listener:
+                    _accept(listener, jobs, (wake, woken))
+                elif conn is wake:
+                    os.read(wake, 512)
+                elif jobs[conns[conn]][1] is None:  # the launcher hung up: cancel the job
+                    _kill(conns[conn], signal.SIGTERM)
+                    jobs[conns[conn]] = (conn, time.monotonic())
+            for child, (conn, killed) in list(jobs.items()):
+                done, status = os.waitpid(child, os.WNOHANG)
+                if done:
+                    with contextlib.suppress(OSError):
+                        tracking.Channel(conn).send(_exit_code(status))
+                    conn.close()
+                    del jobs[child]
+                elif killed is not None and time.monotonic() - killed > KILL_GRACE:
+                    _kill(child, signal.SIGKILL)
+            if ready or jobs:
                 last_busy = time.monotonic()
             elif not tracking.alive(who) or time.monotonic() - last_busy > IDLE_TIMEOUT:
                 break

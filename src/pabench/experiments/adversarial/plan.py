@@ -82,6 +82,23 @@ def attack_jobs(config: dict, dataset: str, attacks: list[tuple[str, Eps]]) -> l
     return [{"attack": a, "eps": e, "settings": dict(settings[a])} for a, e in attacks]
 
 
+def attack_rule_params(config: dict) -> dict:
+    """The params every attack rule (adv_attack, adv_attacks_<dataset>) shares."""
+    adv = config["adversarial"]
+    return dict(experiment="adversarial",
+                jpeg_rs=lambda wc: jpeg_rs_params(config, wc.adv_model),
+                from_zoo=lambda wc: from_zoo(config, wc.adv_model),
+                device=adv["device"], batch_size=adv["batch_size"],
+                robustbench_dir=adv["robustbench_dir"],
+                robustbench_weights=adv.get("robustbench_weights", "download"))
+
+
+def score_rule_params(config: dict) -> dict:
+    """The params every scoring rule (adv_score, adv_scores_<dataset>) shares."""
+    return dict(experiment="adversarial", ratios=config["adversarial"]["adversarial_ratios"],
+                pa=pa_settings(config))
+
+
 def runs(config: dict, dataset: str, run: str, attack: str) -> list[paths.AttackRun]:
     """The attack runs of one model run (paths.adv_run's name) under one attack, every eps."""
     model, seed = paths.parse_adv_run(run)
