@@ -38,13 +38,24 @@ def planned(root, *args) -> list[tuple[str, str]]:
 
 def planned_in(out: str) -> list[tuple[str, str]]:
     """(rule, wildcards) of every job in a dry run's output, rule `all` left out."""
-    jobs = []
+    return [(rule, _field(block, "wildcards")) for rule, block in _job_blocks(out)]
+
+
+def planned_outputs(out: str) -> list[tuple[str, list[str]]]:
+    """(rule, output files) of every job in a dry run's output, rule `all` left out."""
+    return [(rule, _field(block, "output").split(", ")) for rule, block in _job_blocks(out)]
+
+
+def _job_blocks(out: str):
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
         m = re.match(r"(?:local)?rule (\w+):", block)
         if m and m.group(1) != "all":
-            wc = re.search(r"^\s+wildcards: (.*)$", block, flags=re.M)
-            jobs.append((m.group(1), wc.group(1) if wc else ""))
-    return jobs
+            yield m.group(1), block
+
+
+def _field(block: str, name: str) -> str:
+    m = re.search(rf"^\s+{name}: (.*)$", block, flags=re.M)
+    return m.group(1) if m else ""
 
 
 def pytest_configure(config):

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import REPO, planned_in, run_snakemake
+from conftest import REPO, planned_in, planned_outputs, run_snakemake
 from pabench.core import config as pabench_config
 from pabench.core import paths
 from pabench.core.paths import MIN_NORM, Eps
@@ -29,10 +29,9 @@ def test_v1_overlay_plans_pgd_at_8_16_32_and_fmn_without_autoattack(workdir, bas
     jobs = planned_in(out)
     config = _config(*base, V1)
     per_model = {}  # every attacked model (run) -> its (attack, eps) runs, whichever jobs run them
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        if re.match(r"rule adv_attack(s_\w+)?:", block):
-            for path in re.search(r"^\s+output: (.*)$", block, flags=re.M).group(1).split(", "):
-                run = paths.parse_attack_record(path)
+    for rule, outputs in planned_outputs(out):
+        if re.fullmatch(r"adv_attack(s_\w+)?", rule):
+            for run in map(paths.parse_attack_record, outputs):
                 per_model.setdefault(paths.adv_run(run.model, run.seed), []).append((run.attack, run.eps.tag))
     v1_runs = {("pgd", tag) for tag in V1_EPS} | {("fmn", MIN_NORM)}
     assert all(sorted(r) == sorted(v1_runs) for r in per_model.values()), per_model

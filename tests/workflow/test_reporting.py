@@ -137,7 +137,7 @@ def test_one_attack_and_one_score_job_per_model_write_the_files_of_the_per_attac
     array) and score tables (byte for byte)."""
     config = scale_config()
     records = sorted((finished / "data/adversarial/mnist32/attacks/jpeg_rs-s0").glob("*/*.npz"))
-    assert len(records) == sum(len(adv.eps_grid(config, a, "mnist32")) for a in adv.attack_settings(config, "mnist32"))
+    assert len(records) == len(adv.model_runs(config, "mnist32"))
     tables = [finished / paths.adv_scores("mnist32", "jpeg_rs-s0", a) for a in adv.attack_settings(config, "mnist32")]
     before = {r: dict(np.load(r)) for r in records}
     scored = {t: t.read_bytes() for t in tables}

@@ -130,7 +130,7 @@ def _zoo_kind(method: str, pgd_steps: int) -> str:
 # ------------------------------------------------------------------ PA paper: adversarial
 def adversarial(config: dict) -> list[Work]:
     a, out = config["adversarial"], []
-    main = adv.main_dataset(config)
+    main, split = adv.main_dataset(config), adv.split_attacks(config)
     data = DATASETS[main]
     for ds in adv.datasets(config):
         if ds == "imagenet":
@@ -139,12 +139,11 @@ def adversarial(config: dict) -> list[Work]:
         else:
             n, shape, classes = _size(a["n_test"], data.test), data.shape, data.classes
         for model, seed in adv.instances(config, ds):
-            net = _adv_net(config, model, ds, shape, classes)
+            net, run = _adv_net(config, model, ds, shape, classes), adv_run(model, seed)
             for attack, cfg in adv.attack_settings(config, ds).items():
                 for eps in adv.eps_grid(config, attack, ds):
-                    run = adv_run(model, seed)  # split_attacks: a job per run, else per model
-                    job = (f"adv_attack {ds}/{run}/{attack}/{eps}" if adv.split_attacks(config)
-                           else f"adv_attacks {ds}/{run}")
+                    job = (f"adv_attack {ds}/{run}/{attack}/{eps}" if split  # a job per run
+                           else f"adv_attacks {ds}/{run}")                   # a job per model
                     out.append(_attack_run(job, net, n, attack, cfg))
     for model in adv.zoo(config):
         p = adv.zoo_params(config, model)
